@@ -12,13 +12,29 @@ class FreeText(spaces.Text):
     """A `Text` space that accepts any Python string within its length bounds.
 
     Gymnasium's stock `Text` checks each character against a fixed charset, which rejects spaces
-    and non-ASCII characters that prompts and LLM answers contain. Sampling still draws from the
-    charset (printable ASCII here) so `sample()` stays cheap and valid.
+    and non-ASCII characters that prompts and LLM answers contain. Sampling draws printable ASCII
+    strings of at most `sample_max_length` characters: a space may admit a million characters (so
+    no answer is rejected for length) while random-agent tests stay fast.
     """
 
-    def __init__(self, max_length: int, *, min_length: int = 0, seed: Any = None) -> None:
+    def __init__(
+        self,
+        max_length: int,
+        *,
+        min_length: int = 0,
+        sample_max_length: int = 256,
+        seed: Any = None,
+    ) -> None:
         charset = "".join(chr(c) for c in range(32, 127))
         super().__init__(max_length=max_length, min_length=min_length, charset=charset, seed=seed)
+        self.sample_max_length = max(min_length, min(sample_max_length, max_length))
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        if mask is not None or probability is not None:
+            return super().sample(mask=mask, probability=probability)
+        length = int(self.np_random.integers(self.min_length, self.sample_max_length + 1))
+        codes = self.np_random.integers(32, 127, size=length)
+        return "".join(map(chr, codes))
 
     def contains(self, x: Any) -> bool:
         return isinstance(x, str) and self.min_length <= len(x) <= self.max_length

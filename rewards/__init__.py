@@ -1,0 +1,29 @@
+"""Rewards as pure functions of episode records, shared by evaluation and training.
+
+- `rewards.tomsb`: fooling, tom_prior, stepwise_tom, leak_penalty (TOM-SB defender).
+- `rewards.decrypto`: win, miscommunication, interception, rounds_survived, tom_probe_accuracy.
+- `rewards.shaping`: format_ok, length_reward (any env).
+- `rewards.composer`: `RewardComposer(weights, gate="format")` -> `(total, components)`.
+"""
+
+from __future__ import annotations
+
+from rewards.composer import COMPONENTS, RewardComposer, RewardContext, default_agent
+from rewards.decrypto import tom_probe_accuracy
+from rewards.shaping import format_ok, length_reward
+from rewards.tomsb import RecordError, fooling, leak_penalty, stepwise_tom, tom_prior
+
+__all__ = [
+    "COMPONENTS",
+    "RecordError",
+    "RewardComposer",
+    "RewardContext",
+    "default_agent",
+    "fooling",
+    "format_ok",
+    "leak_penalty",
+    "length_reward",
+    "stepwise_tom",
+    "tom_prior",
+    "tom_probe_accuracy",
+]

@@ -18,6 +18,7 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 BRANCHING = 3
@@ -186,6 +187,13 @@ class Scenario:
                 "is not a root-to-leaf path of its universe"
             )
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # `extra` may be a read-only mappingproxy, which pickle refuses: ship a dict, re-wrap it.
+        fields = dict(self.__dict__)
+        proxy = isinstance(self.extra, MappingProxyType)
+        fields["extra"] = dict(self.extra)
+        return (_rebuild_scenario, (type(self), fields, proxy))
+
     @property
     def levels(self) -> tuple[str, str, str]:
         return self.universe.levels
@@ -242,3 +250,10 @@ class Scenario:
             theme=str(data.get("theme", "generic")),
             attacker_name=str(data.get("attacker_name", "Eve")),
         )
+
+
+def _rebuild_scenario(cls: type[Scenario], fields: dict[str, Any], proxy: bool) -> Scenario:
+    """Unpickling helper for `Scenario.__reduce__`."""
+    if proxy:
+        fields = {**fields, "extra": MappingProxyType(fields["extra"])}
+    return cls(**fields)

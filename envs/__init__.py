@@ -1,0 +1,45 @@
+"""tomgym environments: Decrypto and TOM-SB as PettingZoo text environments.
+
+Importing this package registers every environment id with PettingZoo (`tomgym/decrypto-v0`,
+`tomgym/tomsb-v0`) and the single-agent TOM-SB defender view with Gymnasium
+(`tomgym/TomSBDefender-v0`). Environment modules are imported lazily, so `import envs` stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import gymnasium
+from pettingzoo import register as _pz_register
+from pettingzoo import aec_registry, parallel_registry
+
+# id -> versioned shim module (the shim exports env, raw_env, parallel_env)
+ENV_MODULES: dict[str, str] = {
+    "tomgym/decrypto-v0": "envs.decrypto_v0",
+    "tomgym/tomsb-v0": "envs.tomsb_v0",
+}
+GYM_DEFENDER_ID = "tomgym/TomSBDefender-v0"
+_SHIMS = {"decrypto_v0", "tomsb_v0"}
+
+
+def _register_all() -> None:
+    for env_id, module in ENV_MODULES.items():
+        if env_id not in aec_registry:
+            _pz_register("aec", env_id, f"{module}:env")
+        if env_id not in parallel_registry:
+            _pz_register("parallel", env_id, f"{module}:parallel_env")
+    if GYM_DEFENDER_ID not in gymnasium.registry:
+        gymnasium.register(
+            id=GYM_DEFENDER_ID, entry_point="envs.tomsb.single_agent:TomSBDefenderEnv"
+        )
+
+
+def __getattr__(name: str) -> Any:
+    # `from envs import decrypto_v0` imports the shim on first use only.
+    if name in _SHIMS:
+        return importlib.import_module(f"envs.{name}")
+    raise AttributeError(f"module 'envs' has no attribute {name!r}")
+
+
+_register_all()

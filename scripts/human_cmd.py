@@ -1,0 +1,279 @@
+"""`tomgym human <decrypto|tomsb> --as AGENT [--as AGENT ...]`: play a game yourself in a terminal.
+
+Each `--as` role is played by a person at this terminal (several roles = hot seat: the screen is
+cleared and the keyboard handed over between them); every other agent by the policy given with
+`--agent AGENT=SPEC` (defaults: Decrypto `embedding`, TOM-SB attacker `scripted:base` and
+defender `scripted:tom_heuristic`). Finished games are saved like any other run: `config.yaml`,
+`games.jsonl` (one episode record per game, written as soon as it ends) and `summary.json` in
+`--out`. `:quit` or Ctrl-D stops; the unfinished game is not saved, finished ones are.
+
+Also runnable as `python -m scripts.human_cmd decrypto --as decoder_0 ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+GAMES: dict[str, dict[str, Any]] = {
+    "decrypto": {
+        "env_id": "tomgym/decrypto-v0",
+        "agents": ["encoder_0", "decoder_0", "interceptor_0"],
+        "defaults": {
+            "encoder_0": "embedding",
+            "decoder_0": "embedding",
+            "interceptor_0": "embedding",
+        },
+    },
+    "tomsb": {
+        "env_id": "tomgym/tomsb-v0",
+        "agents": ["attacker_0", "defender_0"],
+        "defaults": {"attacker_0": "scripted:base", "defender_0": "scripted:tom_heuristic"},
+    },
+}
+HUMAN_SPEC = "human"
+TOM_EXPERIMENTS = ("perspective_taking", "false_belief")
+
+
+def add_subparser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "human",
+        help="play a game yourself in the terminal",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    games = parser.add_subparsers(dest="game", metavar="GAME", required=True)
+    for game in GAMES:
+        leaf = games.add_parser(
+            game, help=f"play {game} (roles: {', '.join(GAMES[game]['agents'])})"
+        )
+        _add_common_arguments(leaf, game)
+        if game == "decrypto":
+            leaf.add_argument(
+                "--max-rounds", type=int, default=None, help="rounds to survive (default 8)"
+            )
+            leaf.add_argument(
+                "--tom", default="", help="ToM side questions: perspective_taking,false_belief"
+            )
+            leaf.add_argument(
+                "--play-on", action="store_true", help="keep playing after the game is decided"
+            )
+            leaf.add_argument("--prompt-variant", type=int, default=None, help="prompt wording 0-2")
+        else:
+            leaf.add_argument(
+                "--max-attacker-turns", type=int, default=None, help="attacker turns (default 15)"
+            )
+            leaf.add_argument("--split", default="test", choices=["train", "validation", "test"])
+            leaf.add_argument("--prior-level", type=int, default=None, choices=[0, 1, 2])
+            leaf.add_argument(
+                "--reveal-prior", action="store_true", help="tell the defender the attacker's prior"
+            )
+            leaf.add_argument(
+                "--no-estimates",
+                action="store_true",
+                help="defender: do not ask the private estimate and trust each turn (repeat the last ones)",
+            )
+        leaf.set_defaults(func=run_human)
+
+
+def _add_common_arguments(parser: argparse.ArgumentParser, game: str) -> None:
+    agents = GAMES[game]["agents"]
+    parser.add_argument(
+        "--as",
+        dest="humans",
+        action="append",
+        required=True,
+        choices=agents,
+        metavar="AGENT",
+        help=f"a role you play (repeat for hot seat): {', '.join(agents)}",
+    )
+    parser.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="AGENT=SPEC",
+        help="policy for another agent (repeatable); see training/policy_specs.py",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the first game (game i uses seed+i)"
+    )
+    parser.add_argument("--games", type=int, default=1, help="games to play in a row")
+    parser.add_argument(
+        "--out", default=None, help="run folder (default runs/human/<game>-s<seed>-<time>)"
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="continue an interrupted run in --out"
+    )
+    parser.add_argument(
+        "--no-clear", action="store_true", help="never clear the screen between players"
+    )
+    parser.add_argument(
+        "--no-confirm", action="store_true", help="send answers without asking send? [Y/n/edit]"
+    )
+
+
+def plan(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
+    """(agent -> spec with "human" for the --as roles, env_config, reset options) from the args."""
+    from training.policy_specs import parse_agent_specs
+
+    game = GAMES[args.game]
+    humans = list(dict.fromkeys(args.humans))
+    specs = parse_agent_specs(args.agent, game["defaults"], game["agents"])
+    for item in args.agent:
+        agent, _, spec = item.partition("=")
+        if agent in humans and spec.strip() != HUMAN_SPEC:
+            raise ValueError(f"{agent} is played by you (--as {agent}); drop --agent {item}")
+    # `--agent X=human` is the same as `--as X`: every human role shares one terminal.
+    humans += [a for a, s in specs.items() if s.strip() == HUMAN_SPEC and a not in humans]
+    specs.update(dict.fromkeys(humans, HUMAN_SPEC))
+    if args.games < 1:
+        raise ValueError("--games must be >= 1")
+    env_config: dict[str, Any] = {}
+    options: dict[str, Any] = {}
+    if args.game == "decrypto":
+        if args.max_rounds is not None:
+            if args.max_rounds < 1:
+                raise ValueError("--max-rounds must be >= 1")
+            env_config["max_rounds"] = args.max_rounds
+        tom = [t.strip() for t in args.tom.split(",") if t.strip()]
+        unknown = sorted(set(tom) - set(TOM_EXPERIMENTS))
+        if unknown:
+            raise ValueError(
+                f"unknown --tom experiment(s) {unknown}; choose from {list(TOM_EXPERIMENTS)}"
+            )
+        if tom:
+            options["tom"] = tom
+        if args.play_on:
+            options["play_on"] = True
+        if args.prompt_variant is not None:
+            options["prompt_variant"] = args.prompt_variant
+    else:
+        if args.max_attacker_turns is not None:
+            if args.max_attacker_turns < 1:
+                raise ValueError("--max-attacker-turns must be >= 1")
+            env_config["max_attacker_turns"] = args.max_attacker_turns
+        options["split"] = args.split
+        if args.prior_level is not None:
+            options["prior_level"] = args.prior_level
+        if args.reveal_prior:
+            options["reveal_prior"] = True
+        attacker = specs["attacker_0"]
+        # The env records the attacker variant; a scripted one names it, a person plays "base".
+        variant = attacker.partition(":")[2] if attacker.startswith("scripted:") else ""
+        from envs.tomsb.prompts import ATTACKER_VARIANTS
+
+        if variant in ATTACKER_VARIANTS:
+            options["attacker"] = variant
+    return specs, env_config, options
+
+
+def game_over_text(record: dict[str, Any]) -> str:
+    """What the players learn when a game ends (every secret is revealed then)."""
+    infos = record.get("infos", {})
+    first = next(iter(infos.values()), {}) if infos else {}
+    lines = [f"Game over ({record['game_id']}): {record.get('outcome')}"]
+    if "keywords" in first:
+        words = ", ".join(f"{i}. {w}" for i, w in enumerate(first["keywords"], start=1))
+        lines.append(f"Keywords: {words}")
+        for r in first.get("rounds_detail", []):
+            lines.append(
+                f"  round {r.get('round')}: code {_code(r.get('code'))}, hints {r.get('hints')}, "
+                f"decoder {_code(r.get('decoder_guess'))}, interceptor {_code(r.get('interceptor_guess'))}"
+            )
+    if "ground_truth" in first:
+        lines.append(f"True path: {first.get('ground_truth')}")
+        lines.append(f"Attacker's final belief: {first.get('belief')}")
+    rewards = ", ".join(f"{a} {r:+g}" for a, r in record.get("rewards", {}).items())
+    lines.append(f"Rewards: {rewards}")
+    return "\n".join(lines)
+
+
+def _code(digits: Any) -> str:
+    return "-".join(str(d) for d in digits) if isinstance(digits, list | tuple) else "none"
+
+
+def run_human(args: argparse.Namespace) -> int:
+    from agents.human import HumanPolicy, HumanQuit
+    from training.policy_specs import build_policies
+    from training.run_folder import RunFolder
+    from training.runner import GameSpec, RunnerError, play_games
+
+    game = GAMES[args.game]
+    specs, env_config, options = plan(args)
+    humans = [a for a, s in specs.items() if s == HUMAN_SPEC]
+    out = (
+        Path(args.out)
+        if args.out
+        else Path("runs", "human", f"{args.game}-s{args.seed}-{time.strftime('%Y%m%d-%H%M%S')}")
+    )
+    config = {
+        "command": "human",
+        "env_id": game["env_id"],
+        "agents": specs,
+        "games": args.games,
+        "seed": args.seed,
+        "env_config": env_config,
+        "options": options,
+    }
+    folder = RunFolder(out)
+    folder.start(config, resume=args.resume)
+    done = folder.completed_ids()
+    ids = [f"human-{args.game}-s{args.seed}-{i:05d}" for i in range(args.games)]
+    todo = [GameSpec(gid, args.seed + i, options) for i, gid in enumerate(ids) if gid not in done]
+    human = HumanPolicy(
+        clear_screen=not args.no_clear,
+        confirm=not args.no_confirm,
+        ask_estimates=not getattr(args, "no_estimates", False),
+    )
+    policies = build_policies({a: s for a, s in specs.items() if s != HUMAN_SPEC}, seed=args.seed)
+    policies.update(dict.fromkeys(humans, human))
+    played = 0
+
+    def on_record(record: dict[str, Any]) -> None:
+        nonlocal played
+        folder.append(record)
+        played += 1
+        print("\n" + game_over_text(record) + f"\nSaved to {folder.games_path}\n", flush=True)
+
+    print(f"You play {', '.join(humans)} in {game['env_id']}; games are saved in {out}", flush=True)
+    status = 0
+    try:
+        play_games(
+            game["env_id"],
+            todo,
+            policies,
+            concurrency=1,  # a person answers one game at a time
+            env_config=env_config,
+            on_record=on_record,
+            progress=False,
+            record_prompts=True,
+        )
+    except RunnerError as exc:
+        if not isinstance(exc.__cause__, HumanQuit):
+            raise
+        print(
+            f"\nStopped: {played} finished game(s) saved in {out}; the unfinished game was not kept."
+        )
+        status = 130
+    finally:
+        for policy in {id(p): p for p in policies.values()}.values():
+            policy.close()
+        records = folder.records()
+        if records:
+            from training.metrics import summarize
+
+            folder.write_summary(summarize(records, group_by=None))
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m scripts.human_cmd ...` = `tomgym human ...` (same parser and error handling)."""
+    from scripts.cli import main as cli_main
+
+    return cli_main(["human", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,296 @@
+"""The batched runner: many games at once, one `act_batch` call per policy per tick.
+
+Each tick collects the pending turn of every running game, groups the turns by policy and makes
+one `act_batch` call per policy; games finish at different times and their slots are refilled
+from the work queue (no lockstep). Every finished game becomes one episode record (see
+`episode_record`), handed to `on_record` as soon as it ends, so a crash later in the run never
+loses a finished game. Evaluation and training both play through this module, so its speed is
+the training speed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pettingzoo
+
+import envs  # noqa: F401 - registers the environment ids
+from agents.base import Policy, Turn
+
+
+class RunnerError(RuntimeError):
+    """A policy failed mid-run; finished games were already handed to `on_record`."""
+
+
+@dataclass(frozen=True)
+class GameSpec:
+    """One game to play: its id (unique in a run), seed and env reset options."""
+
+    game_id: str
+    seed: int
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunStats:
+    """Where the time went (filled in by `play_games` when passed)."""
+
+    games: int = 0
+    ticks: int = 0
+    turns: int = 0
+    policy_calls: dict[str, int] = field(default_factory=dict)
+    policy_seconds: dict[str, float] = field(default_factory=dict)
+    wall_seconds: float = 0.0
+
+    @property
+    def outside_policy_fraction(self) -> float:
+        inside = sum(self.policy_seconds.values())
+        return max(0.0, 1.0 - inside / self.wall_seconds) if self.wall_seconds else 0.0
+
+
+def to_jsonable(value: Any) -> Any:
+    """Plain-JSON copy of env infos/observations (numpy scalars/arrays, tuples, NaN-free)."""
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating | float):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if value is None or isinstance(value, str | int | bool):
+        return value
+    if hasattr(value, "to_dict"):
+        return to_jsonable(value.to_dict())
+    return str(value)
+
+
+class _Game:
+    def __init__(
+        self, env_id: str, env_config: Mapping[str, Any], spec: GameSpec, record_prompts: bool
+    ):
+        self.spec = spec
+        self.env = pettingzoo.make("aec", env_id, **dict(env_config))
+        self.env.reset(seed=spec.seed, options=dict(spec.options) or None)
+        self.turns: list[dict[str, Any]] = []
+        self.returns = {agent: 0.0 for agent in self.env.possible_agents}
+        self.record_prompts = record_prompts
+
+    @property
+    def done(self) -> bool:
+        return all(
+            self.env.terminations.get(a, False) or self.env.truncations.get(a, False)
+            for a in self.env.agents
+        )
+
+    def pending_turn(self) -> Turn:
+        agent = self.env.agent_selection
+        observation = self.env.observe(agent)
+        return Turn(
+            game_id=self.spec.game_id,
+            agent=agent,
+            observation=observation,
+            side_question=bool(observation.get("side_question", 0)),
+        )
+
+    def apply(self, turn: Turn, answer: str) -> None:
+        obs = turn.observation
+        self.env.step(answer)
+        for agent, reward in self.env.rewards.items():
+            self.returns[agent] = self.returns.get(agent, 0.0) + float(reward)
+        info = self.env.infos.get(turn.agent, {})
+        parse = info.get("last_parse", {}) or {}
+        entry: dict[str, Any] = {
+            "agent": turn.agent,
+            "message": obs.get("message", ""),
+            "raw": answer,
+            "parsed": to_jsonable(parse.get("parsed")),
+            "valid": bool(parse.get("valid", True)),
+            "error": parse.get("error"),
+            "retry": int(obs.get("retry", 0)),
+            "side_question": turn.side_question,
+        }
+        if self.record_prompts:
+            entry["prompt"] = obs.get("prompt", "")
+        self.turns.append(entry)
+
+
+def episode_record(
+    game: _Game, env_id: str, env_config: Mapping[str, Any], policies: Mapping[str, Policy]
+) -> dict[str, Any]:
+    """The JSON record of a finished game (the contract rewards/ and reports read)."""
+    infos = {
+        agent: to_jsonable(game.env.infos.get(agent, {})) for agent in game.env.possible_agents
+    }
+    first = infos[game.env.possible_agents[0]]
+    return {
+        "game_id": game.spec.game_id,
+        "env_id": env_id,
+        "env_config": to_jsonable(env_config),
+        "seed": game.spec.seed,
+        "options": to_jsonable(game.spec.options),
+        "policies": {
+            agent: to_jsonable(policies[agent].describe()) for agent in game.env.possible_agents
+        },
+        "turns": game.turns,
+        "infos": infos,
+        "rewards": {agent: float(r) for agent, r in game.returns.items()},
+        "outcome": first.get("outcome", first.get("ending")),
+    }
+
+
+def play_games(
+    env_id: str,
+    games: Iterable[GameSpec],
+    policies: Mapping[str, Policy],
+    *,
+    concurrency: int = 8,
+    env_config: Mapping[str, Any] | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+    progress: bool | Callable[[dict[str, Any]], None] = False,
+    record_prompts: bool = True,
+    stats: RunStats | None = None,
+    max_turns_per_game: int = 10_000,
+) -> list[dict[str, Any]]:
+    """Play every game in `games` with `policies` (agent id -> policy) and return their records.
+
+    `policies` must name a policy for every agent of the env. At most `concurrency` games run at
+    once. `progress=True` shows a rich progress bar; a callable is called with each record.
+    A policy that raises stops the run with `RunnerError` after every finished game has been
+    handed to `on_record`.
+    """
+    if concurrency < 1:
+        raise ValueError("concurrency must be >= 1")
+    env_config = dict(env_config or {})
+    if env_id not in pettingzoo.aec_registry:
+        known = sorted(e for e in pettingzoo.aec_registry if e.startswith("tomgym/"))
+        raise ValueError(f"unknown env id {env_id!r}; tomgym envs: {known}")
+    queue = list(games)
+    ids = [g.game_id for g in queue]
+    if len(set(ids)) != len(ids):
+        raise ValueError("game ids must be unique within a run")
+    stats = stats if stats is not None else RunStats()
+    records: list[dict[str, Any]] = []
+    active: list[_Game] = []
+    start = time.perf_counter()
+    bar = _Progress(len(queue)) if progress is True else None
+    queue.reverse()  # pop() from the end keeps the given order
+
+    def finish(game: _Game) -> None:
+        record = episode_record(game, env_id, env_config, policies)
+        records.append(record)
+        stats.games += 1
+        for policy in {id(p): p for p in policies.values()}.values():
+            forget = getattr(policy, "forget", None)
+            if callable(forget):
+                forget(game.spec.game_id)
+        if on_record is not None:
+            on_record(record)
+        if bar is not None:
+            bar.update(record)
+        elif callable(progress):
+            progress(record)
+
+    try:
+        while queue or active:
+            while queue and len(active) < concurrency:
+                game = _Game(env_id, env_config, queue.pop(), record_prompts)
+                missing = [a for a in game.env.possible_agents if a not in policies]
+                if missing:
+                    raise ValueError(f"no policy given for agent(s) {missing} of {env_id}")
+                for policy in {
+                    id(policies[a]): policies[a] for a in game.env.possible_agents
+                }.values():
+                    policy.reset(game.spec.game_id)
+                if game.done:
+                    finish(game)
+                else:
+                    active.append(game)
+            if not active:
+                continue
+            stats.ticks += 1
+            by_policy: dict[int, list[tuple[_Game, Turn]]] = {}
+            for game in active:
+                turn = game.pending_turn()
+                by_policy.setdefault(id(policies[turn.agent]), []).append((game, turn))
+            for pairs in by_policy.values():
+                policy = policies[pairs[0][1].agent]
+                name = getattr(policy, "name", type(policy).__name__)
+                t0 = time.perf_counter()
+                try:
+                    answers = policy.act_batch([turn for _, turn in pairs])
+                except Exception as exc:  # noqa: BLE001 - reported with context, records kept
+                    raise RunnerError(
+                        f"policy {name!r} failed while playing {len(pairs)} turn(s): "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+                stats.policy_seconds[name] = (
+                    stats.policy_seconds.get(name, 0.0) + time.perf_counter() - t0
+                )
+                stats.policy_calls[name] = stats.policy_calls.get(name, 0) + 1
+                if len(answers) != len(pairs):
+                    raise RunnerError(
+                        f"policy {name!r} returned {len(answers)} answers for {len(pairs)} turns"
+                    )
+                for (game, turn), answer in zip(pairs, answers, strict=True):
+                    game.apply(turn, answer if isinstance(answer, str) else str(answer))
+                    stats.turns += 1
+                    if len(game.turns) > max_turns_per_game:
+                        raise RunnerError(
+                            f"game {game.spec.game_id} exceeded {max_turns_per_game} turns"
+                        )
+            still_running = []
+            for game in active:
+                if game.done:
+                    finish(game)
+                else:
+                    still_running.append(game)
+            active = still_running
+    finally:
+        stats.wall_seconds += time.perf_counter() - start
+        if bar is not None:
+            bar.close()
+    return records
+
+
+class _Progress:
+    """Rich progress bar with outcome counts so far and ETA (silently absent without rich)."""
+
+    def __init__(self, total: int) -> None:
+        self.counts: dict[str, int] = {}
+        try:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+        except ImportError:
+            self.progress = None
+            return
+        self.progress = Progress(
+            TextColumn("[bold]games"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[outcomes]}"),
+            transient=False,
+        )
+        self.task = self.progress.add_task("games", total=total, outcomes="")
+        self.progress.start()
+
+    def update(self, record: dict[str, Any]) -> None:
+        outcome = str(record.get("outcome"))
+        self.counts[outcome] = self.counts.get(outcome, 0) + 1
+        if self.progress is not None:
+            text = " ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
+            self.progress.update(self.task, advance=1, outcomes=text)
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()

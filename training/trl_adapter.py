@@ -1,0 +1,221 @@
+"""The only module that imports `trl`: Dr. GRPO config, trainer subclass, rollout/reward glue.
+
+Facts this relies on (TRL 1.16, see shared/design/TRL_MULTITURN.md): `rollout_func(prompts,
+trainer)` gets each dataset prompt repeated `num_generations` times in a row and returns
+`prompt_ids`, `completion_ids`, `logprobs`, optional `env_mask` (the loss mask) and extra keys
+that reach reward functions row by row; Dr. GRPO = `loss_type="dr_grpo"` + `scale_rewards="none"`
++ `beta=0` + `num_iterations=1`, with the loss of a micro-batch
+
+    loss = sum_i sum_t mask_it * (-A_i * ratio_it) / (B * max_completion_length)
+
+(ratio = 1 on the first and only iteration) divided by the accumulation steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+from trl import GRPOConfig, GRPOTrainer
+from trl.models import unwrap_model_for_generation
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+def build_grpo_config(cfg: Any, *, output_dir: str, cuda: bool) -> GRPOConfig:
+    """A `GRPOConfig` for multi-turn Dr. GRPO with every default that matters set explicitly."""
+    bf16 = cfg.bf16 if cfg.bf16 is not None else bool(cuda and torch.cuda.is_bf16_supported())
+    report_to = "none" if cfg.report_to == "none" else [cfg.report_to]
+    return GRPOConfig(
+        output_dir=output_dir,
+        run_name=cfg.run_name or None,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        # Dr. GRPO
+        loss_type="dr_grpo",
+        scale_rewards="none",
+        beta=0.0,
+        num_iterations=1,
+        epsilon=cfg.epsilon,
+        multi_objective_aggregation="sum_then_normalize",
+        mask_truncated_completions=False,  # the episode tail ends with our EOS or a spliced turn
+        max_completion_length=cfg.max_completion_length,
+        num_generations=cfg.num_generations,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        top_k=0,
+        importance_sampling_level="token",
+        top_entropy_quantile=1.0,
+        use_vllm=False,
+        # optimisation
+        learning_rate=cfg.learning_rate,
+        lr_scheduler_type=cfg.lr_scheduler_type,
+        warmup_steps=cfg.warmup_steps,
+        weight_decay=cfg.weight_decay,
+        max_grad_norm=cfg.max_grad_norm,
+        max_steps=cfg.max_steps,
+        per_device_train_batch_size=cfg.per_device_train_batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        steps_per_generation=cfg.gradient_accumulation_steps,
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        bf16=bf16,
+        fp16=False,
+        use_cpu=not cuda,
+        # bookkeeping
+        logging_steps=cfg.logging_steps,
+        save_strategy="steps",
+        save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit,
+        report_to=report_to,
+        log_completions=False,
+        remove_unused_columns=False,
+        shuffle_dataset=True,
+        dataloader_num_workers=0,
+    )
+
+
+@contextlib.contextmanager
+def generation_model(trainer: GRPOTrainer) -> Iterator[Any]:
+    """The trainer's model ready for `generate` (unwrapped, ZeRO-3 params gathered, no ckpting)."""
+    with (
+        unwrap_model_for_generation(
+            trainer.model_wrapped,
+            trainer.accelerator,
+            gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+            gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
+        ) as model,
+        torch.no_grad(),
+    ):
+        yield model
+
+
+class DrGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer plus: rejection-sampling SFT advantages, timing and rollout metrics.
+
+    `method="rejection_sft"` replaces the group-relative advantage of every episode by its
+    acceptance weight (1 accepted, 0 rejected, no baseline), stored by the reward function in
+    `self.acceptance` for this process's rows.
+    """
+
+    def __init__(self, *args: Any, method: str = "grpo", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.method = method
+        self.acceptance: list[float] | None = None
+        self.last_rollout_seconds = 0.0
+        self.last_advantages: torch.Tensor | None = None
+
+    def add_metrics(self, metrics: Mapping[str, float], mode: str = "train") -> None:
+        for key, value in metrics.items():
+            self._metrics[mode][key].append(float(value))
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        output = super()._generate_and_score_completions(inputs)
+        if self.method == "rejection_sft":
+            if self.acceptance is None or len(self.acceptance) != len(output["advantages"]):
+                raise RuntimeError("rejection_sft: the reward function did not record acceptance")
+            output["advantages"] = torch.tensor(
+                self.acceptance,
+                dtype=output["advantages"].dtype,
+                device=output["advantages"].device,
+            )
+            self.acceptance = None
+        self.last_advantages = output["advantages"].detach().cpu()
+        return output
+
+    def training_step(
+        self, model: Any, inputs: Any, num_items_in_batch: Any = None
+    ) -> torch.Tensor:
+        started = time.perf_counter()
+        self.last_rollout_seconds = 0.0
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        total = time.perf_counter() - started
+        self.add_metrics(
+            {
+                "time/rollout_s": self.last_rollout_seconds,
+                "time/optimisation_s": max(0.0, total - self.last_rollout_seconds),
+            }
+        )
+        return loss
+
+
+RolloutHook = Callable[[Sequence[Any], Any, Callable[..., Any]], dict[str, list[Any]]]
+
+
+def make_rollout_func(run_rollout: RolloutHook) -> Callable[[list[Any], GRPOTrainer], dict]:
+    """Wrap `run_rollout(prompts, trainer, model_context)` as TRL's `rollout_func`."""
+
+    def rollout_func(prompts: list[Any], trainer: GRPOTrainer) -> dict[str, list[Any]]:
+        started = time.perf_counter()
+        result = run_rollout(prompts, trainer, generation_model)
+        if isinstance(trainer, DrGRPOTrainer):
+            trainer.last_rollout_seconds += time.perf_counter() - started
+        return result
+
+    return rollout_func
+
+
+def gather_max(trainer: GRPOTrainer, value: int) -> int:
+    """Max of an int over all processes (every rank must make the same number of gen calls)."""
+    if trainer.accelerator.num_processes == 1:
+        return value
+    tensor = torch.tensor([value], device=trainer.accelerator.device)
+    return int(trainer.accelerator.gather(tensor).max().item())
+
+
+def run_sft(
+    model: Any,
+    tokenizer: Any,
+    examples: list[dict[str, Any]],
+    *,
+    output_dir: str,
+    steps: int,
+    learning_rate: float,
+    batch_size: int,
+    seed: int,
+    peft_config: Any = None,
+    bf16: bool = False,
+    use_cpu: bool = True,
+) -> tuple[Any, dict[str, Any]]:
+    """Supervised warm start on prompt/completion chat examples (loss on completions only).
+
+    Returns the trained model (PEFT adapters merged, so GRPO starts a fresh adapter on top) and
+    the train metrics.
+    """
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    args = SFTConfig(
+        output_dir=output_dir,
+        max_steps=steps,
+        learning_rate=learning_rate,
+        per_device_train_batch_size=batch_size,
+        gradient_accumulation_steps=1,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        seed=seed,
+        bf16=bf16,
+        use_cpu=use_cpu,
+        completion_only_loss=True,
+        gradient_checkpointing=False,
+        max_length=None,
+        packing=False,
+    )
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_list(examples),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+    )
+    result = trainer.train()
+    trained = trainer.model
+    if hasattr(trained, "merge_and_unload"):
+        trained = trained.merge_and_unload()
+    return trained, dict(result.metrics)
