@@ -18,7 +18,8 @@ Contract:
   anything of theirs is shown, so no player sees another's private view.
 - Commands at any question: `:show` reprints the full prompt, `:raw` types the answer text
   directly, `:help` lists the commands, `:quit` (or end of input) raises `HumanQuit`, which the
-  runner reports after every finished game has been saved.
+  runner reports after every finished game has been saved; `unfinished_games()` then returns the
+  answers the person already sent in the game left unfinished.
 """
 
 from __future__ import annotations
@@ -307,6 +308,8 @@ class HumanPolicy(BasePolicy):
         self._context_shown: set[tuple[str, str]] = set()
         # (game, agent) -> last sent TOM-SB fields, offered as defaults on the next turn
         self._previous: dict[tuple[str, str], dict[str, Any]] = {}
+        # game -> answers sent in a game not finished yet (kept if the person quits mid-game)
+        self._sent: dict[str, list[dict[str, Any]]] = {}
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "backend": "human", "confirm": self.confirm}
@@ -320,6 +323,11 @@ class HumanPolicy(BasePolicy):
                 table.discard(key)
         for key in [k for k in self._previous if k[0] == game_id]:
             del self._previous[key]
+        self._sent.pop(game_id, None)
+
+    def unfinished_games(self) -> dict[str, list[dict[str, Any]]]:
+        """Answers sent in games that have not ended (the runner `forget`s finished games)."""
+        return {game: list(turns) for game, turns in self._sent.items() if turns}
 
     def act_batch(self, turns: Sequence[Turn]) -> list[str]:
         # One turn at a time: a person answers sequentially, whatever the runner batched.
@@ -376,7 +384,7 @@ class HumanPolicy(BasePolicy):
             try:
                 choice = self._read("send? [Y/n/edit] ").strip().lower()
             except _ShowRequested:
-                self._show(turn, full=True)
+                self._show(turn, full=True, rules=True)
                 continue
             except _RawRequested:
                 choice = "edit"
@@ -389,6 +397,15 @@ class HumanPolicy(BasePolicy):
             else:
                 self._say("  ! answer y (send), n (start again) or edit (type the raw answer)")
         self._remember(turn, answer)
+        self._sent.setdefault(turn.game_id, []).append(
+            {
+                "agent": turn.agent,
+                "message": str(turn.observation.get("message", "")),
+                "raw": answer,
+                "retry": int(turn.observation.get("retry", 0)),
+                "side_question": turn.side_question,
+            }
+        )
         return answer
 
     def _hand_over(self, agent: str) -> None:
@@ -408,7 +425,7 @@ class HumanPolicy(BasePolicy):
         # The cleared screen lost this agent's context: show the full prompt again.
         self._context_shown = {k for k in self._context_shown if k[1] != agent}
 
-    def _show(self, turn: Turn, *, full: bool) -> None:
+    def _show(self, turn: Turn, *, full: bool, rules: bool = False) -> None:
         obs = turn.observation
         key = (turn.game_id, turn.agent)
         title = ROLE_TITLES.get(turn.agent, turn.agent)
@@ -422,7 +439,7 @@ class HumanPolicy(BasePolicy):
         if full:
             prompt = str(obs.get("prompt", ""))
             system = str(obs.get("system", ""))
-            if key in self._seen_system and system and prompt.startswith(system):
+            if not rules and key in self._seen_system and system and prompt.startswith(system):
                 prompt = prompt[len(system) :].lstrip("\n")
             self._say(readable(prompt))
             self._seen_system.add(key)
@@ -434,7 +451,7 @@ class HumanPolicy(BasePolicy):
     def _raw_answer(self) -> str:
         while True:
             try:
-                return self._ask_text("Raw answer (one line, sent as typed): ")
+                return self._ask("Raw answer (one line, sent as typed): ", _non_empty)
             except (_RawRequested, _ShowRequested):
                 continue
 
@@ -445,7 +462,7 @@ class HumanPolicy(BasePolicy):
             except _RawRequested:
                 return self._raw_answer()
             except _ShowRequested:
-                self._show(turn, full=True)
+                self._show(turn, full=True, rules=True)
 
     def _build(self, turn: Turn) -> str:
         obs = turn.observation
@@ -617,6 +634,12 @@ def _sane_defaults(universe: Universe, previous: Mapping[str, Any]) -> dict[str,
                 for depth, level in enumerate(universe.levels)
             }
     return sane
+
+
+def _non_empty(line: str) -> str:
+    if not line.strip():
+        raise ValueError("the answer cannot be empty")
+    return line
 
 
 def _one_hint(line: str) -> str:

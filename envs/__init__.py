@@ -11,14 +11,16 @@ import importlib
 from typing import Any
 
 import gymnasium
-from pettingzoo import register as _pz_register
 from pettingzoo import aec_registry, parallel_registry
+from pettingzoo import register as _pz_register
 
 # id -> versioned shim module (the shim exports env, raw_env, parallel_env)
 ENV_MODULES: dict[str, str] = {
     "tomgym/decrypto-v0": "envs.decrypto_v0",
     "tomgym/tomsb-v0": "envs.tomsb_v0",
 }
+# Decrypto with numeric features for decoder/interceptor (see envs/decrypto/numeric.py)
+NUMERIC_DECRYPTO_ID = "tomgym/decrypto-numeric-v0"
 GYM_DEFENDER_ID = "tomgym/TomSBDefender-v0"
 _SHIMS = {"decrypto_v0", "tomsb_v0"}
 
@@ -29,6 +31,9 @@ def _register_all() -> None:
             _pz_register("aec", env_id, f"{module}:env")
         if env_id not in parallel_registry:
             _pz_register("parallel", env_id, f"{module}:parallel_env")
+    if NUMERIC_DECRYPTO_ID not in aec_registry:
+        _pz_register("aec", NUMERIC_DECRYPTO_ID, "envs.decrypto.numeric:numeric_env")
+        _pz_register("parallel", NUMERIC_DECRYPTO_ID, "envs.decrypto.numeric:numeric_parallel_env")
     if GYM_DEFENDER_ID not in gymnasium.registry:
         gymnasium.register(
             id=GYM_DEFENDER_ID, entry_point="envs.tomsb.single_agent:TomSBDefenderEnv"

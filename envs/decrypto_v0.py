@@ -11,8 +11,16 @@ from typing import Any
 from pettingzoo.utils import wrappers
 
 from envs.decrypto.env import parallel_env, raw_env
+from envs.decrypto.numeric import numeric_env, numeric_parallel_env, numeric_raw_env
 
-__all__ = ["env", "raw_env", "parallel_env"]
+__all__ = [
+    "env",
+    "raw_env",
+    "parallel_env",
+    "numeric_env",
+    "numeric_raw_env",
+    "numeric_parallel_env",
+]
 
 
 def env(render_mode: str | None = None, **config: Any) -> wrappers.OrderEnforcingWrapper:

@@ -23,7 +23,10 @@ from envs import decrypto_v0
 from envs.decrypto import game as rules
 
 CODES = [f'ANSWER: {{"guess": "{a}-{b}-{c}"}}' for a, b, c in rules.ALL_CODES]
-HINTS = ['ANSWER: {"hints": ["sun", "boat", "piano"]}', 'ANSWER: {"hints": ["red", "tree", "salt"]}']
+HINTS = [
+    'ANSWER: {"hints": ["sun", "boat", "piano"]}',
+    'ANSWER: {"hints": ["red", "tree", "salt"]}',
+]
 
 
 def _timed(fn: Callable[[int], int], games: int, repeats: int) -> float:
@@ -38,11 +41,13 @@ def _timed(fn: Callable[[int], int], games: int, repeats: int) -> float:
 def rules_games(offset: int, games: int) -> int:
     rng = np.random.default_rng(offset)
     words = rules.load_keyword_list()
-    for i in range(games):
+    for _ in range(games):
         game = rules.DecryptoGame(rules.sample_keywords(rng, words), rules.sample_codes(rng, 8))
         while not game.finished:
             game.give_hints(("a", "b", "c"))
-            game.resolve_guesses(rules.ALL_CODES[rng.integers(24)], rules.ALL_CODES[rng.integers(24)])
+            game.resolve_guesses(
+                rules.ALL_CODES[rng.integers(24)], rules.ALL_CODES[rng.integers(24)]
+            )
     return games
 
 
@@ -95,11 +100,17 @@ def main() -> None:
         "repeats": r,
         "decrypto_rules_games_per_s": _timed(lambda o: rules_games(o, g), g, r),
         "decrypto_aec_blind_games_per_s": _timed(lambda o: aec_games(o, g, False), g, r),
-        "decrypto_aec_observed_games_per_s": _timed(lambda o: aec_games(o, g // 5, True), g // 5, r),
+        "decrypto_aec_observed_games_per_s": _timed(
+            lambda o: aec_games(o, g // 5, True), g // 5, r
+        ),
         "decrypto_parallel_games_per_s": _timed(lambda o: parallel_games(o, g), g, r),
         "tomsb_scripted_episodes_per_s": _timed(lambda o: tomsb_episodes(o, g // 5), g // 5, r),
     }
-    print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in result.items()}, indent=2))
+    print(
+        json.dumps(
+            {k: round(v, 1) if isinstance(v, float) else v for k, v in result.items()}, indent=2
+        )
+    )
 
 
 if __name__ == "__main__":

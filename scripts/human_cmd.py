@@ -5,7 +5,8 @@ cleared and the keyboard handed over between them); every other agent by the pol
 `--agent AGENT=SPEC` (defaults: Decrypto `embedding`, TOM-SB attacker `scripted:base` and
 defender `scripted:tom_heuristic`). Finished games are saved like any other run: `config.yaml`,
 `games.jsonl` (one episode record per game, written as soon as it ends) and `summary.json` in
-`--out`. `:quit` or Ctrl-D stops; the unfinished game is not saved, finished ones are.
+`--out`. `:quit`, Ctrl-D or Ctrl-C stops: finished games are saved, and the answers already
+given in the unfinished game go to `unfinished.jsonl` (replay it with `--resume`).
 
 Also runnable as `python -m scripts.human_cmd decrypto --as decoder_0 ...`.
 """
@@ -13,6 +14,7 @@ Also runnable as `python -m scripts.human_cmd decrypto --as decoder_0 ...`.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -35,6 +37,7 @@ GAMES: dict[str, dict[str, Any]] = {
     },
 }
 HUMAN_SPEC = "human"
+UNFINISHED_FILE = "unfinished.jsonl"
 TOM_EXPERIMENTS = ("perspective_taking", "false_belief")
 
 
@@ -190,6 +193,33 @@ def game_over_text(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def save_unfinished(
+    out: Path, env_id: str, specs: list[Any], unfinished: dict[str, list[dict[str, Any]]]
+) -> Path | None:
+    """Append the answers of games left unfinished to `unfinished.jsonl` (never to games.jsonl,
+    which holds complete episode records only); returns the file, or None if there were none."""
+    if not unfinished:
+        return None
+    seeds = {spec.game_id: spec.seed for spec in specs}
+    path = out / UNFINISHED_FILE
+    with path.open("a", encoding="utf-8") as handle:
+        for game_id, turns in unfinished.items():
+            entry = {
+                "game_id": game_id,
+                "env_id": env_id,
+                "seed": seeds.get(game_id),
+                "finished": False,
+                "human_turns": turns,
+            }
+            handle.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    return path
+
+
+def _close(policies: dict[str, Any]) -> None:
+    for policy in {id(p): p for p in policies.values()}.values():
+        policy.close()
+
+
 def _code(digits: Any) -> str:
     return "-".join(str(d) for d in digits) if isinstance(digits, list | tuple) else "none"
 
@@ -217,18 +247,23 @@ def run_human(args: argparse.Namespace) -> int:
         "env_config": env_config,
         "options": options,
     }
-    folder = RunFolder(out)
-    folder.start(config, resume=args.resume)
-    done = folder.completed_ids()
-    ids = [f"human-{args.game}-s{args.seed}-{i:05d}" for i in range(args.games)]
-    todo = [GameSpec(gid, args.seed + i, options) for i, gid in enumerate(ids) if gid not in done]
     human = HumanPolicy(
         clear_screen=not args.no_clear,
         confirm=not args.no_confirm,
         ask_estimates=not getattr(args, "no_estimates", False),
     )
+    # Built before the run folder exists, so a bad spec leaves nothing behind.
     policies = build_policies({a: s for a, s in specs.items() if s != HUMAN_SPEC}, seed=args.seed)
     policies.update(dict.fromkeys(humans, human))
+    folder = RunFolder(out)
+    try:
+        folder.start(config, resume=args.resume)
+        done = folder.completed_ids()
+    except Exception:
+        _close(policies)
+        raise
+    ids = [f"human-{args.game}-s{args.seed}-{i:05d}" for i in range(args.games)]
+    todo = [GameSpec(gid, args.seed + i, options) for i, gid in enumerate(ids) if gid not in done]
     played = 0
 
     def on_record(record: dict[str, Any]) -> None:
@@ -237,6 +272,10 @@ def run_human(args: argparse.Namespace) -> int:
         played += 1
         print("\n" + game_over_text(record) + f"\nSaved to {folder.games_path}\n", flush=True)
 
+    if not todo:
+        _close(policies)
+        print(f"All {args.games} game(s) in {out} are already finished.")
+        return 0
     print(f"You play {', '.join(humans)} in {game['env_id']}; games are saved in {out}", flush=True)
     status = 0
     try:
@@ -250,16 +289,15 @@ def run_human(args: argparse.Namespace) -> int:
             progress=False,
             record_prompts=True,
         )
-    except RunnerError as exc:
-        if not isinstance(exc.__cause__, HumanQuit):
+    except (RunnerError, KeyboardInterrupt) as exc:
+        if isinstance(exc, RunnerError) and not isinstance(exc.__cause__, HumanQuit):
             raise
-        print(
-            f"\nStopped: {played} finished game(s) saved in {out}; the unfinished game was not kept."
-        )
+        kept = save_unfinished(out, game["env_id"], todo, human.unfinished_games())
+        where = f"; your answers in the unfinished game are in {kept}" if kept else ""
+        print(f"\nStopped: {played} finished game(s) saved in {out}{where}.", flush=True)
         status = 130
     finally:
-        for policy in {id(p): p for p in policies.values()}.values():
-            policy.close()
+        _close(policies)
         records = folder.records()
         if records:
             from training.metrics import summarize

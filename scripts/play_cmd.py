@@ -10,7 +10,11 @@ GAMES = {
     "decrypto": {
         "env_id": "tomgym/decrypto-v0",
         "agents": ["encoder_0", "decoder_0", "interceptor_0"],
-        "defaults": {"encoder_0": "embedding", "decoder_0": "embedding", "interceptor_0": "embedding"},
+        "defaults": {
+            "encoder_0": "embedding",
+            "decoder_0": "embedding",
+            "interceptor_0": "embedding",
+        },
     },
     "tomsb": {
         "env_id": "tomgym/tomsb-v0",
@@ -29,15 +33,28 @@ def add_subparser(subparsers: Any) -> None:
 
 
 def add_play_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--agent", action="append", default=[], metavar="AGENT=SPEC",
-                        help="policy spec for an agent (repeatable); see training/policy_specs.py")
+    parser.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="AGENT=SPEC",
+        help="policy spec for an agent (repeatable); see training/policy_specs.py",
+    )
     parser.add_argument("--games", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--out", default=None, help="run folder (config.yaml, games.jsonl, summary.json)")
-    parser.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
-    parser.add_argument("--print", dest="print_games", action="store_true", help="print each finished game")
-    parser.add_argument("--no-prompts", action="store_true", help="do not store full prompts per turn")
+    parser.add_argument(
+        "--out", default=None, help="run folder (config.yaml, games.jsonl, summary.json)"
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="continue an interrupted run in --out"
+    )
+    parser.add_argument(
+        "--print", dest="print_games", action="store_true", help="print each finished game"
+    )
+    parser.add_argument(
+        "--no-prompts", action="store_true", help="do not store full prompts per turn"
+    )
     # Decrypto
     parser.add_argument("--max-rounds", type=int, default=None)
     parser.add_argument("--tom", default="", help="comma list: perspective_taking,false_belief")
@@ -50,7 +67,9 @@ def add_play_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reveal-prior", action="store_true")
 
 
-def game_plan(args: argparse.Namespace, specs: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+def game_plan(
+    args: argparse.Namespace, specs: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(env_config, reset options shared by every game) from the command line."""
     env_config: dict[str, Any] = {}
     options: dict[str, Any] = {}
@@ -117,8 +136,14 @@ def run_play(args: argparse.Namespace) -> int:
 
     try:
         records = play_games(
-            game["env_id"], todo, policies, concurrency=args.concurrency, env_config=env_config,
-            on_record=on_record, progress=sys.stderr.isatty(), record_prompts=not args.no_prompts,
+            game["env_id"],
+            todo,
+            policies,
+            concurrency=args.concurrency,
+            env_config=env_config,
+            on_record=on_record,
+            progress=sys.stderr.isatty(),
+            record_prompts=not args.no_prompts,
         )
     finally:
         for policy in {id(p): p for p in policies.values()}.values():
@@ -140,13 +165,17 @@ def summarize_run(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 def print_summary(summary: dict[str, Any]) -> None:
     overall = summary.get("overall", summary)
-    shown = {k: v for k, v in overall.items() if not k.endswith("_ci") and isinstance(v, int | float)}
+    shown = {
+        k: v for k, v in overall.items() if not k.endswith("_ci") and isinstance(v, int | float)
+    }
     print("  ".join(f"{k}={v:.3g}" for k, v in shown.items()))
 
 
 def render_record(record: dict[str, Any]) -> str:
     """A readable transcript of one episode record (kept turns and side questions)."""
-    lines = [f"=== {record['game_id']} ({record['env_id']}, seed {record['seed']}) -> {record['outcome']}"]
+    lines = [
+        f"=== {record['game_id']} ({record['env_id']}, seed {record['seed']}) -> {record['outcome']}"
+    ]
     for turn in record["turns"]:
         tag = " (side question)" if turn.get("side_question") else ""
         flag = "" if turn.get("valid", True) else f"  [invalid: {turn.get('error')}]"

@@ -89,7 +89,9 @@ def _visible_text(turn: Mapping[str, Any]) -> str:
             return "hints: " + ", ".join(str(h) for h in parsed["hints"])
         if "guess" in parsed:
             guess = parsed["guess"]
-            return "guess: " + ("-".join(map(str, guess)) if isinstance(guess, list) else str(guess))
+            return "guess: " + (
+                "-".join(map(str, guess)) if isinstance(guess, list) else str(guess)
+            )
         if "keywords" in parsed:
             return "keywords: " + ", ".join(str(k) for k in parsed["keywords"])
         return json.dumps(parsed, ensure_ascii=False)
@@ -137,7 +139,8 @@ def _game_html(record: Mapping[str, Any]) -> str:
     info = _first_info(record)
     outcome = str(record.get("outcome"))
     players = ", ".join(
-        f"{agent}: {(desc or {}).get('name')}" for agent, desc in (record.get("policies") or {}).items()
+        f"{agent}: {(desc or {}).get('name')}"
+        for agent, desc in (record.get("policies") or {}).items()
     )
     meta = [f"players: {players}", f"seed {record.get('seed')}"]
     for key, label in (
@@ -161,7 +164,9 @@ def _game_html(record: Mapping[str, Any]) -> str:
     ]
     if finals:
         body = json.dumps(finals, indent=1, ensure_ascii=False)
-        parts.append(f"<details><summary>game state at the end</summary><pre>{_e(body)}</pre></details>")
+        parts.append(
+            f"<details><summary>game state at the end</summary><pre>{_e(body)}</pre></details>"
+        )
     parts.extend(_turn_html(t) for t in record.get("turns") or [])
     parts.append("</section>")
     return "\n".join(parts)
@@ -188,9 +193,7 @@ def render_html(records: Sequence[Mapping[str, Any]], title: str = "tomgym trans
     )
 
 
-def write_html(
-    run_dir: str | Path, records: Sequence[Mapping[str, Any]] | None = None
-) -> Path:
+def write_html(run_dir: str | Path, records: Sequence[Mapping[str, Any]] | None = None) -> Path:
     """Write `RUN_DIR/transcripts.html` from the run's games.jsonl (or the given records)."""
     run_dir = Path(run_dir)
     if records is None:

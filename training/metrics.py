@@ -27,8 +27,9 @@ predicted_interceptor`): per-game pass rates averaged over the games where the r
 (the spec: "averaged over games with at least one counted round"), with `..._n` games counted.
 
 Group keys (`GROUP_KEYS`): "attacker" (the attacker prompt variant, `infos.*.attacker_variant`),
-"attacker_policy", "defender", "encoder", "decoder", "interceptor" (policy names from
-`policies.<agent>.name`), "matchup" ("encoder/decoder/interceptor"), "prior_level", "scenario",
+"attacker_policy", "defender", "encoder", "decoder", "interceptor" (the spec the evaluation gave
+the role, `eval.<role>_spec`, else `policies.<agent>.name`), "matchup"
+("encoder/decoder/interceptor"), "prior_level", "scenario",
 "seed" (the evaluation seed from `record["eval"]["seed"]` when present, else the game seed),
 "checkpoint" (`record["eval"]["checkpoint"]`, else the defender name), "outcome"; anything else is
 read as a dotted path into the record ("options.split", "eval.episode").
@@ -149,22 +150,34 @@ def _dotted(path: str) -> Callable[[Mapping[str, Any]], Any]:
     return read
 
 
+def _player(agent: str) -> Callable[[Mapping[str, Any]], Any]:
+    """The spec an evaluation gave the agent (`eval.<role>_spec`), else the policy's name: two
+    specs of one policy class (embedding:k=8 vs k=16) must not fall into one group."""
+    role = agent.rsplit("_", 1)[0]
+    name = _policy_name(agent)
+
+    def read(record: Mapping[str, Any]) -> Any:
+        return (record.get("eval") or {}).get(f"{role}_spec") or name(record)
+
+    return read
+
+
 def _matchup(record: Mapping[str, Any]) -> str:
-    return "/".join(str(_policy_name(a)(record)) for a in DECRYPTO_AGENTS)
+    return "/".join(str(_player(a)(record)) for a in DECRYPTO_AGENTS)
 
 
 GROUP_KEYS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "attacker": lambda r: _first_info(r).get("attacker_variant"),
-    "attacker_policy": _policy_name("attacker_0"),
-    "defender": _policy_name(DEFENDER),
-    "encoder": _policy_name("encoder_0"),
-    "decoder": _policy_name("decoder_0"),
-    "interceptor": _policy_name("interceptor_0"),
+    "attacker_policy": _player("attacker_0"),
+    "defender": _player(DEFENDER),
+    "encoder": _player("encoder_0"),
+    "decoder": _player("decoder_0"),
+    "interceptor": _player("interceptor_0"),
     "matchup": _matchup,
     "prior_level": lambda r: _first_info(r).get("prior_level"),
     "scenario": lambda r: _first_info(r).get("scenario_id"),
     "seed": lambda r: (r.get("eval") or {}).get("seed", r.get("seed")),
-    "checkpoint": lambda r: (r.get("eval") or {}).get("checkpoint") or _policy_name(DEFENDER)(r),
+    "checkpoint": lambda r: (r.get("eval") or {}).get("checkpoint") or _player(DEFENDER)(r),
     "outcome": lambda r: r.get("outcome"),
 }
 

@@ -52,13 +52,23 @@ def plot_outcomes_by_attacker(records: Sequence[Mapping[str, Any]], path: Path) 
     fig, axes = plt.subplots(1, 2, figsize=(max(8, 2.2 * len(names)), 4.2), sharey=True)
     for ax, subset in zip(axes, ("all scenarios", "hard (prior 1-2)"), strict=True):
         bottom = np.zeros(len(names))
-        blocks = [groups[n] if subset == "all scenarios" else groups[n].get("hard", {}) for n in names]
+        blocks = [
+            groups[n] if subset == "all scenarios" else groups[n].get("hard", {}) for n in names
+        ]
         for outcome in ("fooled", "baited", "detected", "extracted"):
             values = np.array([b.get(f"{outcome}_rate") or 0.0 for b in blocks]) * 100
             ax.bar(names, values, bottom=bottom, color=OUTCOME_COLOURS[outcome], label=outcome)
             for x, (v, b) in enumerate(zip(values, bottom, strict=True)):
                 if v >= 8:
-                    ax.text(x, b + v / 2, f"{v:.0f}", ha="center", va="center", fontsize=8, color="white")
+                    ax.text(
+                        x,
+                        b + v / 2,
+                        f"{v:.0f}",
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                        color="black" if outcome in ("baited", "detected") else "white",
+                    )
             bottom += values
         for x, block in enumerate(blocks):
             ax.text(x, 101, f"n={block.get('n', 0)}", ha="center", va="bottom", fontsize=8)
@@ -86,28 +96,54 @@ def plot_fooling_vs_tom(records: Sequence[Mapping[str, Any]], path: Path) -> Pat
         return np.vstack([centre - cis[:, 0], cis[:, 1] - centre])
 
     fig, ax = plt.subplots(figsize=(6, 5))
-    ax.errorbar(tom, fooled, xerr=err("tom_accuracy", tom), yerr=err("fooled_rate", fooled),
-                fmt="o", capsize=3, color="#1565c0", ecolor="#90a4ae")
+    ax.errorbar(
+        tom,
+        fooled,
+        xerr=err("tom_accuracy", tom),
+        yerr=err("fooled_rate", fooled),
+        fmt="o",
+        capsize=3,
+        color="#1565c0",
+        ecolor="#90a4ae",
+    )
     for name, x, y in zip(names, tom, fooled, strict=True):
         ax.annotate(name, (x, y), textcoords="offset points", xytext=(5, 5), fontsize=8)
     title = "Fooling vs trajectory ToM per defender"
     if len(names) >= 3 and np.std(tom) > 0 and np.std(fooled) > 0:
         r = stats.pearsonr(tom, fooled).statistic
         title += f" (Pearson r = {r:.2f})"
-    ax.set(xlabel="trajectory ToM accuracy (%)", ylabel="fooled (%)", title=title,
-           xlim=(-5, 105), ylim=(-5, 105))
+    ax.set(
+        xlabel="trajectory ToM accuracy (%)",
+        ylabel="fooled (%)",
+        title=title,
+        xlim=(-5, 105),
+        ylim=(-5, 105),
+    )
     ax.grid(alpha=0.3)
     return _save(fig, path)
 
 
-def _heatmap(ax: Any, grid: np.ndarray, rows: list[str], cols: list[str], title: str, fmt: str,
-             vmin: float, vmax: float, cmap: str) -> Any:
+def _heatmap(
+    ax: Any,
+    grid: np.ndarray,
+    rows: list[str],
+    cols: list[str],
+    title: str,
+    fmt: str,
+    vmin: float,
+    vmax: float,
+    cmap: str,
+    row_labels: bool = True,
+) -> Any:
     image = ax.imshow(grid, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     ax.set_xticks(range(len(cols)), cols, rotation=30, ha="right")
-    ax.set_yticks(range(len(rows)), rows)
+    ax.set_yticks(range(len(rows)), rows if row_labels else [])
     for (i, j), value in np.ndenumerate(grid):
         if not np.isnan(value):
-            ax.text(j, i, format(value, fmt), ha="center", va="center", fontsize=8)
+            # White text on the dark ends of the colour map, black in the light middle.
+            share = (value - vmin) / (vmax - vmin) if vmax > vmin else 0.5
+            colour = "black" if 0.25 < share < 0.8 else "white"
+            ax.text(j, i, format(value, fmt), ha="center", va="center", fontsize=9, color=colour)
     ax.set_title(title)
     return image
 
@@ -138,12 +174,16 @@ def plot_decrypto_crossplay(records: Sequence[Mapping[str, Any]], path: Path) ->
                 win[i, j] = 100 * (row["team_win_rate"] or 0.0)
                 rounds[i, j] = row["avg_rounds"] or 0.0
     width = max(9, 1.3 * len(col_names) * 2 + 4)
-    fig, axes = plt.subplots(1, 2, figsize=(width, max(3.5, 0.5 * len(row_names) + 2)))
+    fig, axes = plt.subplots(
+        1, 2, figsize=(width, max(3.5, 0.5 * len(row_names) + 2)), layout="constrained"
+    )
     for ax, grid, title, fmt, vmax, cmap in (
         (axes[0], win, "team win rate (%)", ".0f", 100, "RdYlGn"),
         (axes[1], rounds, "average rounds", ".1f", 8, "viridis"),
     ):
-        image = _heatmap(ax, grid, row_names, col_names, title, fmt, 0, vmax, cmap)
+        image = _heatmap(
+            ax, grid, row_names, col_names, title, fmt, 0, vmax, cmap, row_labels=ax is axes[0]
+        )
         ax.set_xlabel(xlabel)
         fig.colorbar(image, ax=ax, fraction=0.046)
     axes[0].set_ylabel(ylabel)
@@ -159,10 +199,17 @@ def plot_decrypto_replay(records: Sequence[Mapping[str, Any]], path: Path) -> Pa
     keys = ("policy", "recorded_same_rounds", "recorded_all_rounds")
     labels = ["policy", "recorded\n(same rounds)", "recorded\n(all rounds)"]
     values = np.array([(summary[k]["rate"] or 0.0) * 100 for k in keys])
-    cis = np.array([[np.nan if c is None else c * 100 for c in summary[k]["rate_ci"]] for k in keys])
+    cis = np.array(
+        [[np.nan if c is None else c * 100 for c in summary[k]["rate_ci"]] for k in keys]
+    )
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.bar(labels, values, color=["#1565c0", "#78909c", "#b0bec5"],
-           yerr=np.vstack([values - cis[:, 0], cis[:, 1] - values]), capsize=4)
+    ax.bar(
+        labels,
+        values,
+        color=["#1565c0", "#78909c", "#b0bec5"],
+        yerr=np.vstack([values - cis[:, 0], cis[:, 1] - values]),
+        capsize=4,
+    )
     ax.set_ylabel(f"{summary['metric'].replace('_', ' ')} (%)")
     ax.set_title(f"Decrypto replay as {summary['role']} (95% CI)")
     return _save(fig, path)

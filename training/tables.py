@@ -57,7 +57,8 @@ class Table:
             f"### {self.title}",
             "",
             "| " + " | ".join(head) + " |",
-            "|" + "|".join("---" if i < len(self.label_columns) else "---:" for i in range(len(head)))
+            "|"
+            + "|".join("---" if i < len(self.label_columns) else "---:" for i in range(len(head)))
             + "|",
         ]
         for labels, block in self.rows:
@@ -128,6 +129,8 @@ def _flatten_hard(block: Mapping[str, Any]) -> dict[str, Any]:
     return flat
 
 
+ROLES = ("encoder", "decoder", "interceptor")
+HEADLINE = ("avg_rounds", "avg_miscommunications", "avg_interceptions", "team_win_rate")
 TOMSB_COLUMNS = [
     Column("n", "n", rate=False, ci=False),
     Column("fooled %", "fooled_rate"),
@@ -209,25 +212,31 @@ def tomsb_tables(records: Sequence[Mapping[str, Any]]) -> list[Table]:
 
 
 def decrypto_matchup_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per matchup: headline metrics' mean and std over evaluation seeds, plus pooled blocks."""
-    summary = metrics.summarize(records, ["matchup", "matchup+seed"])
-    per_seed: dict[str, list[Mapping[str, Any]]] = {}
-    for name, block in summary["groups"]["matchup+seed"].items():
-        per_seed.setdefault(name.rpartition("/")[0], []).append(block)
+    """Per matchup: headline metrics' mean and std over evaluation seeds, plus the pooled block.
+
+    Records are bucketed by their (encoder, decoder, interceptor) values directly rather than by
+    parsing group names, since specs may hold any character ("hf:runs/a/checkpoint-10").
+    """
+    buckets: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for record in records:
+        key = tuple(metrics.group_value(record, role) for role in ROLES)
+        buckets.setdefault(key, []).append(record)  # type: ignore[arg-type]
     rows = []
-    for matchup, pooled in summary["groups"]["matchup"].items():
-        encoder, decoder, interceptor = matchup.split("/", 2)
+    for (encoder, decoder, interceptor), games in sorted(buckets.items()):
+        pooled = metrics.metrics_block(games)
+        per_seed: dict[str, list[Mapping[str, Any]]] = {}
+        for record in games:
+            per_seed.setdefault(metrics.group_value(record, "seed"), []).append(record)
+        seed_blocks = [metrics.metrics_block(g) for g in per_seed.values()]
         row: dict[str, Any] = {
             "encoder": encoder,
             "decoder": decoder,
             "interceptor": interceptor,
             "games": pooled["n"],
-            "seeds": len(per_seed.get(matchup, [])),
+            "seeds": len(seed_blocks),
             "pooled": pooled,
         }
-        for name, values in metrics.mean_std_over(
-            per_seed.get(matchup, []), [c.metric for c in DECRYPTO_COLUMNS[1:5]]
-        ).items():
+        for name, values in metrics.mean_std_over(seed_blocks, HEADLINE).items():
             row[name] = values["mean"]
             row[f"{name}_std"] = values["std"]
         row["pooled_team_win_rate"] = pooled["team_win_rate"]
@@ -250,7 +259,12 @@ def decrypto_tables(records: Sequence[Mapping[str, Any]]) -> list[Table]:
         )
     ]
     tom_metrics = sorted(
-        {k for r in rows for k in r["pooled"] if k.startswith("tom_") and not k.endswith(("_ci", "_n"))}
+        {
+            k
+            for r in rows
+            for k in r["pooled"]
+            if k.startswith("tom_") and not k.endswith(("_ci", "_n"))
+        }
     )
     if tom_metrics:
         tables.append(
@@ -277,7 +291,12 @@ def replay_table(records: Sequence[Mapping[str, Any]]) -> Table:
         ("recorded players, all rounds", "recorded_all_rounds"),
     ):
         block = summary[key]
-        rows.append(([label], {"rounds": block["rounds"], "rate": block["rate"], "rate_ci": block["rate_ci"]}))
+        rows.append(
+            (
+                [label],
+                {"rounds": block["rounds"], "rate": block["rate"], "rate_ci": block["rate_ci"]},
+            )
+        )
     return Table(
         "decrypto_replay",
         f"Decrypto replay as {summary['role']}: {summary['metric'].replace('_', ' ')} (95% CI)",

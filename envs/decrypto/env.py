@@ -91,7 +91,9 @@ class DecryptoCore:
         keyword_list: str | None = None,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+            raise ValueError(
+                f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}"
+            )
         if action_mode not in ("text", "structured"):
             raise ValueError(f"action_mode must be 'text' or 'structured', got {action_mode!r}")
         if action_mode == "structured" and "false_belief" in tom:
@@ -115,7 +117,9 @@ class DecryptoCore:
         self.observation_spaces = {a: self._observation_space() for a in AGENTS}
         guess_space = spaces.Discrete(len(rules.ALL_CODES))
         self.action_spaces = {
-            a: guess_space if action_mode == "structured" and a != "encoder_0" else FreeText(MAX_ACTION_CHARS)
+            a: guess_space
+            if action_mode == "structured" and a != "encoder_0"
+            else FreeText(MAX_ACTION_CHARS)
             for a in AGENTS
         }
         self._np_random: np.random.Generator | None = None
@@ -138,7 +142,9 @@ class DecryptoCore:
                 "miscommunications": count,
                 "interceptions": count,
                 "keywords": spaces.Tuple([FreeText(rules.NUM_KEYWORDS * 64)] * rules.NUM_KEYWORDS),
-                "code": spaces.Box(0, rules.NUM_KEYWORDS, shape=(rules.CODE_LENGTH,), dtype=np.int64),
+                "code": spaces.Box(
+                    0, rules.NUM_KEYWORDS, shape=(rules.CODE_LENGTH,), dtype=np.int64
+                ),
                 "hints": spaces.Tuple([FreeText(256)] * rules.CODE_LENGTH),
                 "history": text,
             }
@@ -164,24 +170,36 @@ class DecryptoCore:
             self._np_random, _ = seeding.np_random(seed)
         # Two child streams: codes depend only on the seed, never on the word list or options.
         keyword_seed, code_seed = self._np_random.integers(0, 2**63 - 1, size=2)
-        cfg = {**self.config, **{k: options[k] for k in ("play_on", "max_rounds", "prompt_variant") if k in options}}
+        cfg = {
+            **self.config,
+            **{k: options[k] for k in ("play_on", "max_rounds", "prompt_variant") if k in options},
+        }
         tom = tuple(options.get("tom", cfg["tom"]))
         if cfg["action_mode"] == "structured" and "false_belief" in tom:
             raise ValueError("the false_belief experiment needs text answers (action_mode='text')")
         max_rounds = int(cfg["max_rounds"])
         if not 1 <= max_rounds <= self._max_round_space:
             raise ValueError(f"max_rounds must be in 1..{self._max_round_space}, got {max_rounds}")
-        keywords = options.get("keywords") or rules.sample_keywords(np.random.default_rng(keyword_seed), self.word_list)
+        keywords = options.get("keywords") or rules.sample_keywords(
+            np.random.default_rng(keyword_seed), self.word_list
+        )
         if "codes" in options:
             codes = rules.validate_codes(options["codes"], min(max_rounds, len(options["codes"])))
             if len(codes) < max_rounds:
                 # A recorded game may have stopped early; the rest of the codes come from the seed.
-                extra = [c for c in rules.sample_codes(np.random.default_rng(code_seed), 24) if c not in codes]
+                extra = [
+                    c
+                    for c in rules.sample_codes(np.random.default_rng(code_seed), 24)
+                    if c not in codes
+                ]
                 codes = codes + extra[: max_rounds - len(codes)]
         else:
             codes = rules.sample_codes(np.random.default_rng(code_seed), max_rounds)
         game = rules.DecryptoGame(
-            keywords=tuple(keywords), codes=codes, max_rounds=max_rounds, play_on=bool(cfg["play_on"])
+            keywords=tuple(keywords),
+            codes=codes,
+            max_rounds=max_rounds,
+            play_on=bool(cfg["play_on"]),
         )
         self.match = DecryptoMatch(
             game,
@@ -200,7 +218,9 @@ class DecryptoCore:
         game = match.game
         role = ROLE_OF[agent]
         request = match.request_for(agent)
-        sees_keywords = role != "interceptor" or (request is not None and request.kind in ("fb_rc", "fb_fb"))
+        sees_keywords = role != "interceptor" or (
+            request is not None and request.kind in ("fb_rc", "fb_fb")
+        )
         sees_code = request is not None and request.kind == "hints"
         hints = game.hints or ("", "", "")
         return {
@@ -273,7 +293,9 @@ class DecryptoCore:
     def _render_text(self) -> str:
         assert self.match is not None
         game = self.match.game
-        lines = [f"Decrypto — keywords: {', '.join(f'{i + 1}.{w}' for i, w in enumerate(game.keywords))}"]
+        lines = [
+            f"Decrypto — keywords: {', '.join(f'{i + 1}.{w}' for i, w in enumerate(game.keywords))}"
+        ]
         for r in game.history:
             lines.append(
                 f"R{r.round}: code {'-'.join(map(str, r.code))} hints {list(r.hints)} | decoder "
@@ -352,7 +374,9 @@ class parallel_env(DecryptoCore, ParallelEnv):  # noqa: N801 - PettingZoo naming
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         self._new_match(seed, options)
         self.agents = list(self.possible_agents)
-        return {a: self._observation(a) for a in self.agents}, {a: self._step_info(a) for a in self.agents}
+        return {a: self._observation(a) for a in self.agents}, {
+            a: self._step_info(a) for a in self.agents
+        }
 
     def acting_agents(self) -> list[str]:
         """Agents whose actions this step uses."""

@@ -66,7 +66,9 @@ def load_keyword_list(path: str | Path | None = None) -> tuple[str, ...]:
             seen.add(word.lower())
             words.append(word)
     if len(words) < NUM_KEYWORDS:
-        raise ValueError(f"{source} holds {len(words)} distinct words; at least {NUM_KEYWORDS} needed")
+        raise ValueError(
+            f"{source} holds {len(words)} distinct words; at least {NUM_KEYWORDS} needed"
+        )
     return tuple(words)
 
 
@@ -104,7 +106,9 @@ def validate_codes(codes: Sequence[Sequence[int]], rounds: int) -> list[Code]:
 def validate_keywords(keywords: Sequence[str]) -> tuple[str, ...]:
     words = tuple(str(k).strip() for k in keywords)
     if len(words) != NUM_KEYWORDS or any(not w for w in words):
-        raise ValueError(f"keywords must be {NUM_KEYWORDS} non-empty strings, got {list(keywords)!r}")
+        raise ValueError(
+            f"keywords must be {NUM_KEYWORDS} non-empty strings, got {list(keywords)!r}"
+        )
     if len({w.lower() for w in words}) != NUM_KEYWORDS:
         raise ValueError(f"keywords must be distinct, got {list(words)}")
     return words
@@ -217,7 +221,9 @@ class DecryptoGame:
         lost_m = self.miscommunications >= TOKENS_TO_LOSE
         lost_i = self.interceptions >= TOKENS_TO_LOSE
         if lost_m or lost_i:
-            self.ending = "both" if lost_m and lost_i else ("miscommunication" if lost_m else "interception")
+            self.ending = (
+                "both" if lost_m and lost_i else ("miscommunication" if lost_m else "interception")
+            )
             self.ending_round = len(self.history)
             # Play-on continues only after a pure interception ending.
             self.finished = not (self.play_on and self.ending == "interception")

@@ -50,7 +50,9 @@ class AgentLog:
     fallbacks: int = 0
     answers: int = 0
     last_parse: dict[str, Any] = field(default_factory=lambda: {"valid": True, "error": None})
-    kept_history_len: int = -1  # rounds of history the agent's kept conversation has seen (-1: none)
+    kept_history_len: int = (
+        -1
+    )  # rounds of history the agent's kept conversation has seen (-1: none)
 
 
 _ANSWER_KEY = {"hints": "hints", "guess": "guess", "predict": "guess"} | {
@@ -77,7 +79,9 @@ class DecryptoMatch:
     ) -> None:
         unknown = set(tom) - set(TOM_EXPERIMENTS)
         if unknown:
-            raise ValueError(f"unknown ToM experiment(s) {sorted(unknown)}; choose from {TOM_EXPERIMENTS}")
+            raise ValueError(
+                f"unknown ToM experiment(s) {sorted(unknown)}; choose from {TOM_EXPERIMENTS}"
+            )
         self.game = game
         self.tom = tuple(tom)
         self.max_retries = max_retries
@@ -145,9 +149,13 @@ class DecryptoMatch:
             if request.kind in ("guess", "predict") and self.structured_guesses:
                 index = int(action)
                 if not 0 <= index < len(ALL_CODES):
-                    raise ValueError(f"structured guess must be in 0..{len(ALL_CODES) - 1}, got {action}")
+                    raise ValueError(
+                        f"structured guess must be in 0..{len(ALL_CODES) - 1}, got {action}"
+                    )
                 return ALL_CODES[index], None
-            raise TypeError(f"{request.agent} must answer {request.kind!r} with text, got {type(action).__name__}")
+            raise TypeError(
+                f"{request.agent} must answer {request.kind!r} with text, got {type(action).__name__}"
+            )
         if not isinstance(action, str):
             raise TypeError(f"actions are strings (text answers), got {type(action).__name__}")
         if request.kind == "hints":
@@ -186,7 +194,9 @@ class DecryptoMatch:
                 self._next_phase()
 
     def _resolve(self) -> None:
-        result = self.game.resolve_guesses(self._guesses["decoder_0"], self._guesses["interceptor_0"])
+        result = self.game.resolve_guesses(
+            self._guesses["decoder_0"], self._guesses["interceptor_0"]
+        )
         self._guesses = {}
         self.last_result = result.to_dict()
         for prediction in self.predictions:
@@ -212,7 +222,9 @@ class DecryptoMatch:
         log = self.logs[agent]
         parts: list[str] = []
         if request.retries:
-            parts.append(f"Your previous answer could not be used: {request.error}. Please answer again.")
+            parts.append(
+                f"Your previous answer could not be used: {request.error}. Please answer again."
+            )
         else:
             seen = log.kept_history_len
             if seen < 0:
@@ -240,7 +252,11 @@ class DecryptoMatch:
 
     def history_json(self) -> str:
         public = [
-            {k: v for k, v in r.to_dict().items() if k not in ("miscommunications", "interceptions", "after_end")}
+            {
+                k: v
+                for k, v in r.to_dict().items()
+                if k not in ("miscommunications", "interceptions", "after_end")
+            }
             for r in self.game.history
         ]
         return json.dumps(public, ensure_ascii=False)
@@ -268,7 +284,9 @@ def perspective_taking_scores(predictions: list[dict[str, Any]]) -> dict[str, An
     scored = [p for p in predictions if "code" in p]
     return {
         "rounds": len(scored),
-        "predicted_interceptor": _rate([_match(p["prediction"], p["interceptor_guess"]) for p in scored]),
+        "predicted_interceptor": _rate(
+            [_match(p["prediction"], p["interceptor_guess"]) for p in scored]
+        ),
         "predicted_interceptor_when_intercepted": _rate(
             [_match(p["prediction"], p["interceptor_guess"]) for p in scored if p["intercepted"]]
         ),

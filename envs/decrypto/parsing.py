@@ -62,7 +62,10 @@ def _field(text: str, key: str) -> Any:
 def parse_hints(text: str) -> tuple[tuple[str, str, str] | None, str | None]:
     value = _field(text, "hints")
     if value is None:
-        return None, 'no hints found; answer with a line like ANSWER: {"hints": ["word", "word", "word"]}'
+        return (
+            None,
+            'no hints found; answer with a line like ANSWER: {"hints": ["word", "word", "word"]}',
+        )
     if not isinstance(value, list) or len(value) != 3:
         return None, "exactly 3 hints are required, one per code digit"
     hints = []
@@ -101,7 +104,10 @@ def parse_guess(text: str, *, strict: bool = True) -> tuple[tuple[int, ...] | No
 def parse_keywords(text: str) -> tuple[tuple[str, str, str, str] | None, str | None]:
     value = _field(text, "keywords")
     if value is None:
-        return None, 'no keywords found; answer with a line like ANSWER: {"keywords": ["w", "x", "y", "z"]}'
+        return (
+            None,
+            'no keywords found; answer with a line like ANSWER: {"keywords": ["w", "x", "y", "z"]}',
+        )
     if not isinstance(value, list) or len(value) != 4:
         return None, "exactly 4 keywords are required, in the order of their digits"
     words = []

@@ -60,7 +60,9 @@ def test_pickles_mid_game():
     env.reset(seed=3)
     env.step('ANSWER: {"hints": ["a", "b", "c"]}')
     clone = pickle.loads(pickle.dumps(env))
-    assert clone.observe(clone.agent_selection)["prompt"] == env.observe(env.agent_selection)["prompt"]
+    assert (
+        clone.observe(clone.agent_selection)["prompt"] == env.observe(env.agent_selection)["prompt"]
+    )
     par = decrypto_v0.parallel_env()
     par.reset(seed=3)
     pickle.loads(pickle.dumps(par))

@@ -41,7 +41,10 @@ def test_all_72_rounds_replay(human_games):
             env.step(_answer(guess=turn["decoder_guess"]))
             env.step(_answer(guess=turn["interceptor_guess"]))
             last = env.match.game.history[-1]
-            assert last.miscommunication == turn["miscommunication"], (game["game_index"], turn["turn"])
+            assert last.miscommunication == turn["miscommunication"], (
+                game["game_index"],
+                turn["turn"],
+            )
             assert last.interception == turn["interception"], (game["game_index"], turn["turn"])
             assert last.miscommunications == turn["miscommunications"]
             assert last.interceptions == turn["interceptions"]

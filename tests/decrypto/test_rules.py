@@ -199,7 +199,11 @@ def test_false_belief_questions_from_round_two_and_scoring():
     env.step(hints("a", "b", "c"))
     env.step(guess(env.match.game.code))
     kinds = []
-    for answer in (["w", "x", "y", "z"], ["w", "x", "y", "z"], ["APPLE", "river", "castle", "piano"]):
+    for answer in (
+        ["w", "x", "y", "z"],
+        ["w", "x", "y", "z"],
+        ["APPLE", "river", "castle", "piano"],
+    ):
         obs = env.observe("interceptor_0")
         kinds.append(obs["question"])
         assert obs["side_question"] == 1
