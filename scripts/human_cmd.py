@@ -20,22 +20,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scripts.play_cmd import GAMES as PLAY_GAMES
+
+# Same games as `tomgym play`; a human game's default TOM-SB defender is scripted, not the model.
 GAMES: dict[str, dict[str, Any]] = {
-    "decrypto": {
-        "env_id": "tomgym/decrypto-v0",
-        "agents": ["encoder_0", "decoder_0", "interceptor_0"],
-        "defaults": {
-            "encoder_0": "embedding",
-            "decoder_0": "embedding",
-            "interceptor_0": "embedding",
-        },
-    },
-    "tomsb": {
-        "env_id": "tomgym/tomsb-v0",
-        "agents": ["attacker_0", "defender_0"],
-        "defaults": {"attacker_0": "scripted:base", "defender_0": "scripted:tom_heuristic"},
-    },
+    name: {**game, "defaults": dict(game["defaults"])} for name, game in PLAY_GAMES.items()
 }
+GAMES["tomsb"]["defaults"]["defender_0"] = "scripted:tom_heuristic"
 HUMAN_SPEC = "human"
 UNFINISHED_FILE = "unfinished.jsonl"
 TOM_EXPERIMENTS = ("perspective_taking", "false_belief")

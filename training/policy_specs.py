@@ -63,7 +63,7 @@ def make_policy(spec: str, *, seed: int = 0, **overrides: Any) -> Policy:
         from agents.human import HumanPolicy
 
         return HumanPolicy()
-    if spec == "default" or spec.startswith(LLM_PREFIXES[1:]):
+    if spec == "default" or spec.startswith(("default,", *LLM_PREFIXES[1:])):
         from agents.llm import make_llm_policy
 
         return make_llm_policy(spec, seed=seed, **overrides)

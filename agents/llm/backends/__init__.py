@@ -110,6 +110,50 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
+class TokenizerChatMixin:
+    """Chat rendering and text generation shared by the local backends (transformers, vLLM).
+
+    Subclasses set `self.tokenizer` (a HF tokenizer with a chat template) and implement
+    `generate_ids`; text generation is `generate_ids` without log-probs.
+    """
+
+    tokenizer: Any
+
+    def render(self, chat: Chat) -> str:
+        """The chat as the model sees it, ending with the assistant generation prompt."""
+        return self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+
+    def prompt_ids(self, chat: Chat) -> list[int]:
+        return list(self.tokenizer(self.render(chat), add_special_tokens=False)["input_ids"])
+
+    def count_tokens(self, chat: Chat) -> int:
+        return len(self.prompt_ids(chat))
+
+    def generate_ids(
+        self, chats: Sequence[Chat] | None = None, **kwargs: Any
+    ) -> list[GenerationResult]:
+        raise NotImplementedError
+
+    def generate(
+        self,
+        chats: Sequence[Chat],
+        *,
+        temperature: float,
+        top_p: float = 1.0,
+        max_new_tokens: int,
+        seed: int | None = None,
+    ) -> list[str]:
+        results = self.generate_ids(
+            chats,
+            temperature=temperature,
+            top_p=top_p,
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+            return_logprobs=False,
+        )
+        return [r.text for r in results]
+
+
 def validate_chats(chats: Sequence[Chat]) -> None:
     """Raise a one-line ValueError unless `chats` is a list of role/content message lists."""
     for i, chat in enumerate(chats):

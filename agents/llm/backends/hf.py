@@ -35,6 +35,7 @@ from agents.llm.backends import (
     BackendStats,
     Chat,
     GenerationResult,
+    TokenizerChatMixin,
     validate_chats,
     validate_sampling,
 )
@@ -164,7 +165,7 @@ def _torch_threads(num_threads: int | None) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
-class HFBackend:
+class HFBackend(TokenizerChatMixin):
     """transformers generation backend (see module docstring for the contract)."""
 
     kind = "hf"
@@ -233,36 +234,7 @@ class HFBackend:
 
     # -- prompts -------------------------------------------------------------------------------
 
-    def render(self, chat: Chat) -> str:
-        """The chat as the model sees it, ending with the assistant generation prompt."""
-        return self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
-
-    def prompt_ids(self, chat: Chat) -> list[int]:
-        return list(self.tokenizer(self.render(chat), add_special_tokens=False)["input_ids"])
-
-    def count_tokens(self, chat: Chat) -> int:
-        return len(self.prompt_ids(chat))
-
     # -- generation ----------------------------------------------------------------------------
-
-    def generate(
-        self,
-        chats: Sequence[Chat],
-        *,
-        temperature: float,
-        top_p: float = 1.0,
-        max_new_tokens: int,
-        seed: int | None = None,
-    ) -> list[str]:
-        results = self.generate_ids(
-            chats,
-            temperature=temperature,
-            top_p=top_p,
-            max_new_tokens=max_new_tokens,
-            seed=seed,
-            return_logprobs=False,
-        )
-        return [r.text for r in results]
 
     def generate_ids(
         self,

@@ -20,6 +20,7 @@ from agents.llm.backends import (
     BackendStats,
     Chat,
     GenerationResult,
+    TokenizerChatMixin,
     validate_chats,
     validate_sampling,
 )
@@ -36,7 +37,7 @@ def import_vllm() -> Any:
     return vllm
 
 
-class VLLMBackend:
+class VLLMBackend(TokenizerChatMixin):
     """vLLM offline-engine backend. `engine_kwargs` go to `vllm.LLM` unchanged."""
 
     kind = "vllm"
@@ -84,32 +85,6 @@ class VLLMBackend:
         model_config = getattr(getattr(self.engine, "llm_engine", None), "model_config", None)
         self.context_window: int | None = getattr(model_config, "max_model_len", None)
         self.stats = BackendStats()
-
-    def prompt_ids(self, chat: Chat) -> list[int]:
-        text = self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def count_tokens(self, chat: Chat) -> int:
-        return len(self.prompt_ids(chat))
-
-    def generate(
-        self,
-        chats: Sequence[Chat],
-        *,
-        temperature: float,
-        top_p: float = 1.0,
-        max_new_tokens: int,
-        seed: int | None = None,
-    ) -> list[str]:
-        results = self.generate_ids(
-            chats,
-            temperature=temperature,
-            top_p=top_p,
-            max_new_tokens=max_new_tokens,
-            seed=seed,
-            return_logprobs=False,
-        )
-        return [r.text for r in results]
 
     def generate_ids(
         self,
