@@ -52,9 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--steps", type=int, default=6, help="Dr. GRPO steps")
-    parser.add_argument("--eval-games", type=int, default=12, help="held-out games per stage")
-    parser.add_argument("--sft-steps", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=3, help="Dr. GRPO steps")
+    parser.add_argument("--eval-games", type=int, default=20, help="held-out games per stage")
+    parser.add_argument("--sft-steps", type=int, default=16)
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=0.7,
+        help="rollout sampling temperature (1.0 rarely gives a well-formed answer at this size)",
+    )
     parser.add_argument("--sft-games", type=int, default=16)
     parser.add_argument("--no-sft", action="store_true", help="skip the warm start")
     parser.add_argument("--out", default="runs/bench_learning")
@@ -93,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             "max_turn_tokens": 96,
             "learning_rate": 5e-5,
             "max_steps": args.steps,
+            "temperature": args.temperature,
             "save_steps": 10_000,
             "eval_steps": 0,
             "sft_teacher": "tom_heuristic",

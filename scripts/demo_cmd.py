@@ -31,8 +31,8 @@ def add_subparser(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--out", default="runs/demo")
-    parser.add_argument("--train-steps", type=int, default=3, help="Dr. GRPO steps")
-    parser.add_argument("--sft-steps", type=int, default=6, help="warm-start steps (batch 4)")
+    parser.add_argument("--train-steps", type=int, default=2, help="Dr. GRPO steps")
+    parser.add_argument("--sft-steps", type=int, default=4, help="warm-start steps (batch 4)")
     parser.add_argument(
         "--eval-scenarios", type=int, default=1, help="validation scenarios per attacker"
     )

@@ -71,8 +71,12 @@ def test_one_call_per_policy_per_tick_and_refill():
 def test_batched_and_sequential_runs_give_identical_records():
     games = [GameSpec(f"d{i}", 100 + i, {}) for i in range(5)]
     specs = {a: "embedding" for a in ("encoder_0", "decoder_0", "interceptor_0")}
-    batched = play_games("tomgym/decrypto-v0", games, {a: make_policy(s) for a, s in specs.items()}, concurrency=5)
-    single = play_games("tomgym/decrypto-v0", games, {a: make_policy(s) for a, s in specs.items()}, concurrency=1)
+    batched = play_games(
+        "tomgym/decrypto-v0", games, {a: make_policy(s) for a, s in specs.items()}, concurrency=5
+    )
+    single = play_games(
+        "tomgym/decrypto-v0", games, {a: make_policy(s) for a, s in specs.items()}, concurrency=1
+    )
     key = lambda r: r["game_id"]  # noqa: E731
     assert sorted(batched, key=key) == sorted(single, key=key)
 
@@ -91,7 +95,9 @@ def test_unknown_env_and_missing_agent_are_clear_errors():
     with pytest.raises(ValueError, match="unknown env id"):
         play_games("tomgym/nope-v0", [GameSpec("a", 0)], {})
     with pytest.raises(ValueError, match="no policy given"):
-        play_games("tomgym/tomsb-v0", [GameSpec("a", 0)], {"attacker_0": make_policy("scripted:base")})
+        play_games(
+            "tomgym/tomsb-v0", [GameSpec("a", 0)], {"attacker_0": make_policy("scripted:base")}
+        )
     with pytest.raises(ValueError, match="unknown policy spec"):
         make_policy("gpt-five")
     with pytest.raises(ValueError, match="unknown agent"):
@@ -117,15 +123,35 @@ def test_run_folder_repairs_torn_line_and_rejects_corruption(tmp_path):
 
 
 def _play(out: Path, games: int, *extra: str) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "scripts.cli", "play", "tomsb", "--agent", "defender_0=scripted:naive",
-           "--games", str(games), "--seed", "3", "--concurrency", "2", "--out", str(out), *extra]
-    return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "scripts.cli",
+        "play",
+        "tomsb",
+        "--agent",
+        "defender_0=scripted:naive",
+        "--games",
+        str(games),
+        "--seed",
+        "3",
+        "--concurrency",
+        "2",
+        "--out",
+        str(out),
+        *extra,
+    ]
+    return subprocess.Popen(
+        cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path):
     reference = _play(tmp_path / "ref", 40)
     assert reference.wait(timeout=300) == 0, reference.stderr.read()
-    expected = [json.loads(line) for line in (tmp_path / "ref" / "games.jsonl").read_text().splitlines()]
+    expected = [
+        json.loads(line) for line in (tmp_path / "ref" / "games.jsonl").read_text().splitlines()
+    ]
 
     victim = _play(tmp_path / "run", 40)
     games = tmp_path / "run" / "games.jsonl"
@@ -147,12 +173,40 @@ def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path):
 
 
 def test_cli_errors_are_one_line(tmp_path):
-    bad = subprocess.run([sys.executable, "-m", "scripts.cli", "play", "tomsb", "--agent", "defender_0=nonsense",
-                          "--out", str(tmp_path / "x")], cwd=REPO, capture_output=True, text=True)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scripts.cli",
+            "play",
+            "tomsb",
+            "--agent",
+            "defender_0=nonsense",
+            "--out",
+            str(tmp_path / "x"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode != 0
     assert bad.stderr.strip().count("\n") == 0 and "unknown policy spec" in bad.stderr
-    bad = subprocess.run([sys.executable, "-m", "scripts.cli", "play", "tomsb", "--split", "dev",
-                          "--agent", "defender_0=scripted:naive"], cwd=REPO, capture_output=True, text=True)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scripts.cli",
+            "play",
+            "tomsb",
+            "--split",
+            "dev",
+            "--agent",
+            "defender_0=scripted:naive",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode != 0 and "split" in bad.stderr and bad.stderr.strip().count("\n") == 0
 
 
