@@ -113,7 +113,10 @@ def tom_prior(record: Mapping[str, Any], agent: str = DEFENDER) -> float:
 
 
 def stepwise_tom(record: Mapping[str, Any], agent: str = DEFENDER) -> float:
-    """Mean over defender turns of [defender estimate == attacker's current belief]; 0 if none."""
+    """Mean over defender turns of [defender estimate == attacker's current belief]; 0 if none.
+
+    Turns answered by the env's fallback (the defender never gave a valid answer) count as misses.
+    """
     info = final_infos(record, agent)
     levels = _levels(info, record)
     steps = _field(info, "stepwise", record)
@@ -121,6 +124,8 @@ def stepwise_tom(record: Mapping[str, Any], agent: str = DEFENDER) -> float:
         return 0.0
     hits = 0
     for step in steps:
+        if step.get("fallback"):
+            continue  # the env's default answer, not an estimate: a miss
         estimate = as_belief(step.get("defender_estimate"), levels)
         actual = as_belief(step.get("attacker_belief"), levels)
         hits += belief_matches(estimate, actual)

@@ -420,6 +420,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
                 return
             self._fallbacks[agent] += 1
             move = self._fallback_move(role)
+        fell_back = move is not None and error is not None
         self._answered[agent] = True
         self._retry = 0
         self._error = None
@@ -427,7 +428,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             self._apply_attacker(move)  # type: ignore[arg-type]
         else:
             self._defender_first_try.append(first_try and error is None)
-            self._apply_defender(move)  # type: ignore[arg-type]
+            self._apply_defender(move, fallback=fell_back)  # type: ignore[arg-type]
         self._update_infos()
         self._accumulate_rewards()
 
@@ -455,7 +456,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         else:
             self.agent_selection = DEFENDER
 
-    def _apply_defender(self, move: DefenderMove) -> None:
+    def _apply_defender(self, move: DefenderMove, *, fallback: bool = False) -> None:
         game = self._game
         assert game is not None
         answered = game.attacker_moves[-1]
@@ -468,6 +469,9 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
                 "defender_estimate": belief_dict(levels, move.attacker_belief_about_target),
                 "defender_trust_estimate": move.attacker_trust_in_us,
                 "leaks": list(game.leaks[-1]),
+                # A fallback's all-null estimate is the env's, not the defender's: ToM scoring
+                # must not credit it (it would match every prior-0 scenario).
+                "fallback": fallback,
             }
         )
         self._dialogue.append(("defender", move.reply))
@@ -508,7 +512,12 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             raise RuntimeError("the episode is not over")
         sc = self._scenario
         levels = sc.levels
-        last_defender = game.defender_moves[-1] if game.defender_moves else None
+        answered = [
+            m
+            for m, step in zip(game.defender_moves, self._stepwise, strict=True)
+            if not step["fallback"]
+        ]
+        last_defender = answered[-1] if answered else None
         return {
             "outcome": game.outcome,
             "turns": game.attacker_turns,

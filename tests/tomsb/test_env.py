@@ -555,3 +555,37 @@ def test_arbitrary_text_never_crashes(actions: list[str]) -> None:
     game = env._game
     assert len(game.attacker_moves) - len(game.defender_moves) in (0, 1)
     assert steps > 0
+
+
+def test_fallback_estimates_earn_no_tom_credit():
+    """A defender that never answers validly must not score ToM via the fallback's null estimate."""
+    from rewards.tomsb import stepwise_tom, tom_prior
+    from training.runner import GameSpec, play_games
+
+    class Garbage:
+        name = "garbage"
+
+        def reset(self, game_id):
+            pass
+
+        def act_batch(self, turns):
+            return ["no idea"] * len(turns)
+
+        def close(self):
+            pass
+
+        def describe(self):
+            return {"name": self.name}
+
+    from agents.tomsb_defenders import make_scripted_tomsb_policy
+
+    record = play_games(
+        "tomgym/tomsb-v0",
+        [GameSpec("fb", 0, {"prior_level": 0, "split": "test"})],
+        {"attacker_0": make_scripted_tomsb_policy("base"), "defender_0": Garbage()},
+        env_config={"max_attacker_turns": 2, "max_retries": 0},
+    )[0]
+    info = record["infos"]["defender_0"]
+    assert info["final_defender_estimate"] is None
+    assert all(step["fallback"] for step in info["stepwise"])
+    assert tom_prior(record) == 0.0 and stepwise_tom(record) == 0.0
