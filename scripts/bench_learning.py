@@ -8,7 +8,7 @@ Stages, each evaluated on the same held-out validation games (greedy, paired by 
 Prints one JSON object: per-stage mean reward and components, and for each stage pair the mean
 paired difference with a 95% paired-bootstrap CI and a t-interval.
 
-    python -m scripts.bench_learning [--steps 6] [--eval-games 12] [--out runs/bench_learning]
+    python -m scripts.bench_learning [--steps 3] [--eval-games 16] [--sft-steps 12] [--out runs/bench_learning]
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--steps", type=int, default=3, help="Dr. GRPO steps")
-    parser.add_argument("--eval-games", type=int, default=20, help="held-out games per stage")
-    parser.add_argument("--sft-steps", type=int, default=16)
+    parser.add_argument("--eval-games", type=int, default=16, help="held-out games per stage")
+    parser.add_argument("--sft-steps", type=int, default=12)
     parser.add_argument(
         "--temperature",
         type=float,

@@ -36,7 +36,7 @@ def add_subparser(subparsers: Any) -> None:
     parser.add_argument(
         "--eval-scenarios", type=int, default=1, help="validation scenarios per attacker"
     )
-    parser.add_argument("--attacker-turns", type=int, default=3)
+    parser.add_argument("--attacker-turns", type=int, default=2)
     parser.add_argument(
         "--turn-tokens", type=int, default=96, help="defender tokens per turn (as trained)"
     )
