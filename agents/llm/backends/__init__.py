@@ -129,6 +129,31 @@ class TokenizerChatMixin:
     def count_tokens(self, chat: Chat) -> int:
         return len(self.prompt_ids(chat))
 
+    def prepared_prompts(
+        self,
+        chats: Sequence[Chat] | None,
+        prompt_ids: Sequence[Sequence[int]] | None,
+        *,
+        temperature: float,
+        top_p: float,
+        max_new_tokens: int,
+    ) -> list[list[int]]:
+        """Validate a `generate_ids` call and return its prompts as token lists.
+
+        Exactly one of `chats` (rendered with the chat template) or `prompt_ids` (used verbatim)
+        must be given.
+        """
+        if (chats is None) == (prompt_ids is None):
+            raise ValueError("pass exactly one of chats or prompt_ids")
+        validate_sampling(temperature, top_p, max_new_tokens)
+        if chats is not None:
+            validate_chats(chats)
+            return [self.prompt_ids(chat) for chat in chats]
+        prompts = [list(p) for p in prompt_ids or ()]
+        if any(not p for p in prompts):
+            raise ValueError("every prompt_ids entry must be a non-empty token list")
+        return prompts
+
     def generate_ids(
         self, chats: Sequence[Chat] | None = None, **kwargs: Any
     ) -> list[GenerationResult]:

@@ -36,8 +36,6 @@ from agents.llm.backends import (
     Chat,
     GenerationResult,
     TokenizerChatMixin,
-    validate_chats,
-    validate_sampling,
 )
 
 logger = logging.getLogger(__name__)
@@ -232,8 +230,6 @@ class HFBackend(TokenizerChatMixin):
     def device(self) -> torch.device:
         return self.model.device
 
-    # -- prompts -------------------------------------------------------------------------------
-
     # -- generation ----------------------------------------------------------------------------
 
     def generate_ids(
@@ -253,16 +249,9 @@ class HFBackend(TokenizerChatMixin):
         trainer's spliced multi-turn prefix). Log-probs come from the raw logits of each step
         (temperature 1), computed step by step so memory stays O(batch x vocab).
         """
-        if (chats is None) == (prompt_ids is None):
-            raise ValueError("pass exactly one of chats or prompt_ids")
-        validate_sampling(temperature, top_p, max_new_tokens)
-        if chats is not None:
-            validate_chats(chats)
-            prompts = [self.prompt_ids(chat) for chat in chats]
-        else:
-            prompts = [list(p) for p in prompt_ids or ()]
-            if any(not p for p in prompts):
-                raise ValueError("every prompt_ids entry must be a non-empty token list")
+        prompts = self.prepared_prompts(
+            chats, prompt_ids, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens
+        )
         if not prompts:
             return []
         start = time.perf_counter()

@@ -21,8 +21,6 @@ from agents.llm.backends import (
     Chat,
     GenerationResult,
     TokenizerChatMixin,
-    validate_chats,
-    validate_sampling,
 )
 
 VLLM_INSTALL_HINT = "vLLM is not installed: pip install 'tomgym[vllm]' (needs Linux and a CUDA GPU)"
@@ -97,14 +95,9 @@ class VLLMBackend(TokenizerChatMixin):
         seed: int | None = None,
         return_logprobs: bool = True,
     ) -> list[GenerationResult]:
-        if (chats is None) == (prompt_ids is None):
-            raise ValueError("pass exactly one of chats or prompt_ids")
-        validate_sampling(temperature, top_p, max_new_tokens)
-        if chats is not None:
-            validate_chats(chats)
-            prompts = [self.prompt_ids(chat) for chat in chats]
-        else:
-            prompts = [list(p) for p in prompt_ids or ()]
+        prompts = self.prepared_prompts(
+            chats, prompt_ids, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens
+        )
         if not prompts:
             return []
         start = time.perf_counter()
