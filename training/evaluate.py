@@ -57,6 +57,11 @@ DECRYPTO_HEADLINE = (
 )
 
 
+def _spec_policy(spec: str, seed: int) -> Policy:
+    """The default policy factory: build the policy a spec names."""
+    return make_policy(spec, seed=seed)
+
+
 class EvaluationError(ValueError):
     """Bad evaluation input (unknown attacker, empty split, unreadable games file ...)."""
 
@@ -261,7 +266,7 @@ def evaluate_tomsb(
         raise EvaluationError("episodes_per_scenario and seeds must be >= 1")
     if not attackers:
         raise EvaluationError("no attackers given")
-    factory = policy_factory or (lambda spec, seed: make_policy(spec, seed=seed))
+    factory = policy_factory or _spec_policy
     parsed = [parse_attacker(a) for a in attackers]
     labels = [label for label, _, _ in parsed]
     if len(set(labels)) != len(labels):
@@ -374,7 +379,7 @@ def evaluate_decrypto(
     """
     if seeds < 1 or games < 1:
         raise EvaluationError("seeds and games must be >= 1")
-    factory = policy_factory or (lambda spec, seed: make_policy(spec, seed=seed))
+    factory = policy_factory or _spec_policy
     matchups = decrypto_matchups(list(models), mode, interceptor)
     config = {
         "kind": "eval_decrypto",
@@ -571,7 +576,7 @@ def replay_decrypto(
     """
     if role not in REPLAY_ROLES:
         raise EvaluationError(f"unknown role {role!r}; valid roles: {', '.join(REPLAY_ROLES)}")
-    factory = policy_factory or (lambda spec, seed: make_policy(spec, seed=seed))
+    factory = policy_factory or _spec_policy
     recorded = load_recorded_games(games_file)
     by_id = {g["game_id"]: g for g in recorded}
     config = {
