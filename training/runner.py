@@ -185,12 +185,13 @@ def play_games(
     start = time.perf_counter()
     bar = _Progress(len(queue)) if progress is True else None
     queue.reverse()  # pop() from the end keeps the given order
+    distinct_policies = list({id(p): p for p in policies.values()}.values())
 
     def finish(game: _Game) -> None:
         record = episode_record(game, env_id, env_config, policies)
         records.append(record)
         stats.games += 1
-        for policy in {id(p): p for p in policies.values()}.values():
+        for policy in distinct_policies:
             forget = getattr(policy, "forget", None)
             if callable(forget):
                 forget(game.spec.game_id)
