@@ -1,7 +1,7 @@
 """Non-LLM Decrypto players: a uniform random baseline and the word-embedding baseline.
 
 The embedding baseline re-implements the agents of the Decrypto paper's appendix E (our own code)
-on GloVe 6B 50d vectors (`agents.glove`) and our own hint vocabulary of 5,700 common nouns
+on GloVe 6B 50d vectors (`envs.word_vectors`) and our own hint vocabulary of 5,700 common nouns
 (`agents/data/hint_nouns.txt`, rebuilt by `scripts/build_hint_vocab.py`).
 
 Both policies play any role of `tomgym/decrypto-v0`: they read the structured observation fields
@@ -53,8 +53,9 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from agents.base import BasePolicy, Turn
-from agents.glove import WordVectors, load_word_vectors, normalise_text, unit_rows
+from agents.vectors import DEFAULT_VECTORS, VECTOR_NAMES, TextVectors, load_vectors
 from envs.decrypto.game import ALL_CODES, CODE_LENGTH, NUM_KEYWORDS
+from envs.word_vectors import normalise_text, unit_rows
 
 ROLE_ENCODER, ROLE_DECODER, ROLE_INTERCEPTOR = 0, 1, 2
 ROLE_NAMES = ("encoder", "decoder", "interceptor")
@@ -150,15 +151,16 @@ class EmbeddedVocabulary:
     unit: np.ndarray  # (n_words, dim) float32, unit rows
 
     @classmethod
-    def build(cls, words: Sequence[str], vectors: WordVectors) -> EmbeddedVocabulary:
+    def build(cls, words: Sequence[str], vectors: TextVectors) -> EmbeddedVocabulary:
         unit = vectors.unit_vectors(words)
         unit.flags.writeable = False
         return cls(tuple(words), unit)
 
 
-@lru_cache(maxsize=1)
-def default_vocabulary() -> EmbeddedVocabulary:
-    return EmbeddedVocabulary.build(load_hint_vocabulary(), load_word_vectors())
+@lru_cache(maxsize=len(VECTOR_NAMES))
+def default_vocabulary(vectors_name: str = DEFAULT_VECTORS) -> EmbeddedVocabulary:
+    """The bundled hint nouns embedded once per process with the named vectors."""
+    return EmbeddedVocabulary.build(load_hint_vocabulary(), load_vectors(vectors_name))
 
 
 def random_code(rng: np.random.Generator) -> Code:
@@ -206,7 +208,7 @@ def encoder_hints(
     k: int,
     rng: np.random.Generator,
     vocab: EmbeddedVocabulary,
-    vectors: WordVectors,
+    vectors: TextVectors,
 ) -> list[str]:
     """One hint per code digit (see the module docstring for the rule)."""
     keyword_unit = vectors.unit_vectors(keywords)  # (4, dim)
@@ -231,12 +233,12 @@ def encoder_hints(
     return hints
 
 
-def decoder_guess(hints: Sequence[str], keywords: Sequence[str], vectors: WordVectors) -> Code:
+def decoder_guess(hints: Sequence[str], keywords: Sequence[str], vectors: TextVectors) -> Code:
     scores = vectors.unit_vectors(hints) @ vectors.unit_vectors(keywords).T
     return assign_code(scores)
 
 
-def slot_vectors(hint_history: Sequence[Sequence[str]], vectors: WordVectors) -> np.ndarray:
+def slot_vectors(hint_history: Sequence[Sequence[str]], vectors: TextVectors) -> np.ndarray:
     """(4, dim) unit mean vector of each slot's past hints; a zero row for a slot never hinted."""
     rows = np.zeros((NUM_KEYWORDS, vectors.dim), dtype=np.float32)
     for slot, hints in enumerate(hint_history):
@@ -248,7 +250,7 @@ def slot_vectors(hint_history: Sequence[Sequence[str]], vectors: WordVectors) ->
 def interceptor_guess(
     hints: Sequence[str],
     hint_history: Sequence[Sequence[str]],
-    vectors: WordVectors,
+    vectors: TextVectors,
     rng: np.random.Generator,
 ) -> Code:
     if not any(hint_history):
@@ -258,7 +260,7 @@ def interceptor_guess(
 
 
 def keyword_beliefs(
-    hint_history: Sequence[Sequence[str]], vocab: EmbeddedVocabulary, vectors: WordVectors
+    hint_history: Sequence[Sequence[str]], vocab: EmbeddedVocabulary, vectors: TextVectors
 ) -> list[str]:
     """Per slot, the vocabulary noun nearest the slot's mean hint vector, or "no_keyword"."""
     centres = slot_vectors(hint_history, vectors)
@@ -406,7 +408,9 @@ class EmbeddingDecryptoPolicy(_SeededDecryptoPolicy):
         k: encoder candidate pool size (top-K nouns per keyword; the paper uses 16). Larger K
             means vaguer hints: more miscommunications, harder interception.
         seed: base seed; each (game, agent) stream derives from it and the game id.
-        vectors: word vectors (default: GloVe 6B 50d).
+        vectors: a provider name from `agents.vectors` ("glove", the default: GloVe 6B 50d;
+            "minilm": all-MiniLM-L6-v2) or any `TextVectors` object. Every decision of this
+            policy (hints, guesses, beliefs) is made in this one space.
         vocabulary: hint nouns (default: the bundled 5,700-noun list).
     """
 
@@ -416,16 +420,17 @@ class EmbeddingDecryptoPolicy(_SeededDecryptoPolicy):
         self,
         k: int = DEFAULT_K,
         seed: int = 0,
-        vectors: WordVectors | None = None,
+        vectors: TextVectors | str = DEFAULT_VECTORS,
         vocabulary: Sequence[str] | None = None,
     ) -> None:
         if int(k) < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         super().__init__(seed)
         self.k = int(k)
-        self.vectors = vectors if vectors is not None else load_word_vectors()
-        if vocabulary is None and vectors is None:
-            self.vocab = default_vocabulary()
+        named = isinstance(vectors, str)
+        self.vectors = load_vectors(vectors) if isinstance(vectors, str) else vectors
+        if vocabulary is None and named:
+            self.vocab = default_vocabulary(str(vectors))
         else:
             words = tuple(vocabulary) if vocabulary is not None else load_hint_vocabulary()
             self.vocab = EmbeddedVocabulary.build(words, self.vectors)

@@ -153,7 +153,7 @@ def fit_noun_probe(vectors, pos_of, inflected, ranked: list[str]):  # noqa: ANN0
     from scipy.optimize import minimize
     from scipy.special import expit
 
-    from agents.glove import unit_rows
+    from envs.word_vectors import unit_rows
 
     words: list[str] = []
     labels: list[float] = []
@@ -196,7 +196,7 @@ def build(size: int) -> tuple[list[str], dict[str, str]]:
     import wordfreq
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from agents.glove import load_word_vectors
+    from envs.word_vectors import load_word_vectors
 
     vectors = load_word_vectors()
     pos_of, _, inflected = read_lexicon()

@@ -28,6 +28,7 @@ if __package__ in (None, ""):  # run as a file: make the repo root importable
 
 from agents.base import Turn
 from agents.decrypto_baselines import EmbeddingDecryptoPolicy, stable_seed
+from agents.vectors import DEFAULT_VECTORS, VECTOR_NAMES
 from envs import decrypto_v0
 
 DEFAULT_KS = (1, 4, 16, 64, 256)
@@ -58,18 +59,33 @@ def play_game(
 
 
 def run_k_sweep(
-    ks: Sequence[int] = DEFAULT_KS, seeds: int = 3, games: int = 32
+    ks: Sequence[int] = DEFAULT_KS,
+    seeds: int = 3,
+    games: int = 32,
+    encoder_vectors: str = DEFAULT_VECTORS,
+    decoder_vectors: str = DEFAULT_VECTORS,
+    interceptor_vectors: str = DEFAULT_VECTORS,
 ) -> list[dict[str, Any]]:
-    """Play the sweep; one row per K with per-seed means and their mean/std."""
+    """Play the sweep; one row per K with per-seed means and their mean/std.
+
+    Each role's baseline works in its own vector space (`agents.vectors` names); with the same
+    name for encoder and decoder one policy object plays both, as one team would.
+    """
     env = decrypto_v0.env()
     rows: list[dict[str, Any]] = []
     for k in ks:
         per_seed: dict[str, list[float]] = {m: [] for m in METRICS}
         fallbacks = retries = 0
         for seed in range(seeds):
-            team = EmbeddingDecryptoPolicy(k=k, seed=seed)
-            eve = EmbeddingDecryptoPolicy(seed=10_000 + seed)  # K is unused by the interceptor
-            policies = {"encoder_0": team, "decoder_0": team, "interceptor_0": eve}
+            encoder = EmbeddingDecryptoPolicy(k=k, seed=seed, vectors=encoder_vectors)
+            decoder = (
+                encoder
+                if decoder_vectors == encoder_vectors
+                else EmbeddingDecryptoPolicy(k=k, seed=seed, vectors=decoder_vectors)
+            )
+            # K is unused by the interceptor.
+            eve = EmbeddingDecryptoPolicy(seed=10_000 + seed, vectors=interceptor_vectors)
+            policies = {"encoder_0": encoder, "decoder_0": decoder, "interceptor_0": eve}
             totals = dict.fromkeys(METRICS, 0.0)
             for g in range(games):
                 finals = play_game(
@@ -86,6 +102,11 @@ def run_k_sweep(
                 per_seed[m].append(totals[m] / games)
         row: dict[str, Any] = {
             "k": k,
+            "vectors": {
+                "encoder": encoder_vectors,
+                "decoder": decoder_vectors,
+                "interceptor": interceptor_vectors,
+            },
             "seeds": seeds,
             "games_per_seed": games,
             "fallbacks": fallbacks,
@@ -119,12 +140,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ks", type=int, nargs="+", default=list(DEFAULT_KS), help="K values")
     parser.add_argument("--seeds", type=int, default=3, help="seeds (policy seeds 0..n-1)")
     parser.add_argument("--games", type=int, default=32, help="games per seed")
+    for role in ("encoder", "decoder", "interceptor"):
+        parser.add_argument(
+            f"--{role}-vectors",
+            choices=VECTOR_NAMES,
+            default=DEFAULT_VECTORS,
+            help=f"vector space of the {role} baseline (default: %(default)s)",
+        )
     parser.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.games < 1 or any(k < 1 for k in args.ks):
         parser.error("--seeds, --games and every K must be >= 1")
     start = time.perf_counter()
-    rows = run_k_sweep(args.ks, args.seeds, args.games)
+    rows = run_k_sweep(
+        args.ks,
+        args.seeds,
+        args.games,
+        encoder_vectors=args.encoder_vectors,
+        decoder_vectors=args.decoder_vectors,
+        interceptor_vectors=args.interceptor_vectors,
+    )
     elapsed = time.perf_counter() - start
     if args.json:
         print(json.dumps({"rows": rows, "seconds": round(elapsed, 1)}, indent=2))

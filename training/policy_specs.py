@@ -3,7 +3,9 @@
 Grammar (one per agent, `--agent AGENT=SPEC`):
 
     random                       random Decrypto player
-    embedding[:k=16]             GloVe word-embedding Decrypto baseline (K hint candidates)
+    embedding[:k=16,vectors=glove]  (each key optional)
+                                 word-embedding Decrypto baseline: K hint candidates,
+                                 vectors glove (GloVe 50d) or minilm (all-MiniLM-L6-v2)
     scripted:<name>              TOM-SB attackers base | cross_examiner | deception_aware | bluffing,
                                  defenders refusal | naive | tom_heuristic (and the matrix-only ones)
     default                      the bundled SmolLM2-135M-Instruct (HF transformers, CPU/GPU)
@@ -43,18 +45,24 @@ def make_policy(spec: str, *, seed: int = 0, **overrides: Any) -> Policy:
         return RandomDecryptoPolicy(seed=seed)
     if spec == "embedding" or spec.startswith("embedding:"):
         from agents.decrypto_baselines import EmbeddingDecryptoPolicy
+        from agents.vectors import DEFAULT_VECTORS, VECTOR_NAMES
 
         params = _kv(spec.partition(":")[2], spec)
-        unknown = set(params) - {"k"}
+        unknown = set(params) - {"k", "vectors"}
         if unknown:
             raise ValueError(
-                f"bad policy spec {spec!r}: unknown key(s) {sorted(unknown)} (valid: k)"
+                f"bad policy spec {spec!r}: unknown key(s) {sorted(unknown)} (valid: k, vectors)"
             )
         try:
             k = int(params.get("k", 16))
         except ValueError:
             raise ValueError(f"bad policy spec {spec!r}: k must be an integer") from None
-        return EmbeddingDecryptoPolicy(k=k, seed=seed)
+        vectors = params.get("vectors", DEFAULT_VECTORS)
+        if vectors not in VECTOR_NAMES:
+            raise ValueError(
+                f"bad policy spec {spec!r}: vectors must be one of {', '.join(VECTOR_NAMES)}"
+            )
+        return EmbeddingDecryptoPolicy(k=k, seed=seed, vectors=vectors)
     if spec.startswith("scripted:"):
         from agents.tomsb_defenders import make_scripted_tomsb_policy
 
@@ -68,7 +76,7 @@ def make_policy(spec: str, *, seed: int = 0, **overrides: Any) -> Policy:
 
         return make_llm_policy(spec, seed=seed, **overrides)
     raise ValueError(
-        f"unknown policy spec {spec!r}; expected random, embedding[:k=K], scripted:<name>, default, "
+        f"unknown policy spec {spec!r}; expected random, embedding[:k=K,vectors=V], scripted:<name>, default, "
         "hf:<model>, vllm:<model>, openai:<model> or human"
     )
 

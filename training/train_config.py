@@ -44,7 +44,7 @@ class TrainConfig:
     opponents: dict = _f(
         {"attacker_0": "scripted:{route}"},
         "agent -> policy spec for every other agent. Specs: 'scripted:<name>' (TOM-SB scripted "
-        "attacker/defender), 'decrypto:embedding[:k]', 'decrypto:random', 'llm:<make_llm_policy "
+        "attacker/defender), 'decrypto:embedding[:k=K,vectors=V]', 'decrypto:random', 'llm:<make_llm_policy "
         "spec>', 'frozen' (a frozen copy of the base model). '{route}' is replaced by the row's "
         "route (the TOM-SB attacker variant).",
     )

