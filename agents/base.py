@@ -15,24 +15,12 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from envs.turn import Turn
 
-@dataclass(frozen=True)
-class Turn:
-    """One pending decision: `observation` is the env's observation dict for `agent`."""
-
-    game_id: str
-    agent: str
-    observation: Mapping[str, Any]
-    side_question: bool = False
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def prompt(self) -> str:
-        return str(self.observation["prompt"])
+__all__ = ["BasePolicy", "Policy", "Turn"]
 
 
 @runtime_checkable

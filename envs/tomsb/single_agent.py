@@ -10,7 +10,7 @@ observation (after the attacker has answered), or the final one.
 - a scripted variant name, "base", "cross_examiner", "deception_aware" or "bluffing", built per
   episode with `envs.tomsb.attackers.make_attacker(variant, scenario_view, seed)`; or
 - a policy object with `act_batch(turns) -> list[str]` (the `agents.base.Policy` protocol; each
-  turn is an `AttackerTurn` with `game_id`, `agent`, `observation`, `side_question`, `metadata`
+  turn is an `envs.turn.Turn` with `game_id`, `agent`, `observation`, `side_question`, `metadata`
   and a `prompt` property, the same attributes as `agents.base.Turn`, which `envs` may not
   import); its `reset(game_id)` is called at each reset when present; or
 - an object with `act(observation: dict) -> str`, or a plain callable
@@ -46,28 +46,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium
 
 from envs.tomsb.env import ATTACKER, DEFENDER, raw_env
 from envs.tomsb.prompts import ATTACKER_VARIANTS
-
-
-@dataclass(frozen=True)
-class AttackerTurn:
-    """Duck-typed twin of `agents.base.Turn` for attacker policies (envs may not import agents)."""
-
-    game_id: str
-    agent: str
-    observation: Mapping[str, Any]
-    side_question: bool = False
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def prompt(self) -> str:
-        return str(self.observation["prompt"])
+from envs.turn import Turn
 
 
 class TomSBDefenderEnv(gymnasium.Env):
@@ -111,7 +96,7 @@ class TomSBDefenderEnv(gymnasium.Env):
             reply = observation["last_message"] if self._env._dialogue else None
             return self._scripted.respond(reply)
         if hasattr(self.attacker, "act_batch"):
-            turn = AttackerTurn(self._game_id, ATTACKER, observation)
+            turn = Turn(self._game_id, ATTACKER, observation)
             return self.attacker.act_batch([turn])[0]
         if hasattr(self.attacker, "act"):
             return self.attacker.act(observation)

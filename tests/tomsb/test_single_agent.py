@@ -13,7 +13,8 @@ from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401 - registers tomgym/TomSBDefender-v0
 from envs.tomsb.env import ATTACKER
-from envs.tomsb.single_agent import AttackerTurn, TomSBDefenderEnv
+from envs.tomsb.single_agent import TomSBDefenderEnv
+from envs.turn import Turn
 from tests.tomsb.test_env import (
     AdoptingAttacker,
     consistent_liar,
@@ -45,7 +46,7 @@ class BatchPolicy:
 
     def __init__(self) -> None:
         self.games: dict[str, AdoptingAttacker] = {}
-        self.seen_turns: list[AttackerTurn] = []
+        self.seen_turns: list[Turn] = []
 
     def reset(self, game_id: str) -> None:
         self.games[game_id] = AdoptingAttacker()
