@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,11 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.models import unwrap_model_for_generation
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+# TRL toggles activation checkpointing around generation through transformers' old method names;
+# the deprecation notice is about TRL's calls, not ours, and would repeat at every rollout.
+warnings.filterwarnings(
+    "ignore", message=r".*gradient_checkpointing.*is deprecated", category=FutureWarning
+)
 
 
 def build_grpo_config(cfg: Any, *, output_dir: str, cuda: bool) -> GRPOConfig:
