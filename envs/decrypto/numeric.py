@@ -56,10 +56,9 @@ from envs.decrypto.features import (
     FEATURES_VERSION,
     decrypto_features,
     feature_bounds,
-    load_vectors,
 )
 from envs.decrypto.game import ALL_CODES, RoundResult
-from envs.word_vectors import WordVectors
+from envs.word_vectors import WordVectors, load_word_vectors
 
 NUMERIC_ENV_ID = "tomgym/decrypto-numeric-v0"
 NUMERIC_AGENTS = ("decoder_0", "interceptor_0")
@@ -116,7 +115,7 @@ class NumericObservations(DecryptoCore):
                 self.observation_spaces[agent] = numeric
 
     def _vectors(self) -> WordVectors:
-        return self._custom_vectors if self._custom_vectors is not None else load_vectors()
+        return self._custom_vectors if self._custom_vectors is not None else load_word_vectors()
 
     def text_observation(self, agent: str) -> dict[str, Any]:
         """The text env's full observation of `agent` (for text/scripted policies)."""

