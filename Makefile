@@ -48,7 +48,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 bench: setup
-	$(BIN)/python scripts/bench_envs.py
+	$(BIN)/python bench/bench_envs.py
 
 clean:
 	rm -rf $(VENV) $(LLAMACPP_VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from envs.turn import Turn
+from tomgym.envs.turn import Turn
 
 __all__ = ["BasePolicy", "Policy", "Turn"]
 

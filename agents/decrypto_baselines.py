@@ -2,7 +2,7 @@
 
 The embedding baseline re-implements the agents of the Decrypto paper's appendix E (our own code)
 on GloVe 6B 50d vectors (`envs.word_vectors`) and our own hint vocabulary of 5,700 common nouns
-(`agents/data/hint_nouns.txt`, rebuilt by `scripts/build_hint_vocab.py`).
+(`agents/data/hint_nouns.txt`, rebuilt by `tools/build_hint_vocab.py`).
 
 Both policies play any role of `tomgym/decrypto-v0`: they read the structured observation fields
 `role` (0 encoder, 1 decoder, 2 interceptor), `question` (1 hints, 2 guess, 3 predict the
@@ -51,11 +51,10 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
-
-from agents.base import BasePolicy, Turn
-from agents.vectors import DEFAULT_VECTORS, VECTOR_NAMES, TextVectors, load_vectors
-from envs.decrypto.game import ALL_CODES, CODE_LENGTH, NUM_KEYWORDS
-from envs.word_vectors import normalise_text, unit_rows
+from tomgym.agents.base import BasePolicy, Turn
+from tomgym.agents.vectors import DEFAULT_VECTORS, VECTOR_NAMES, TextVectors, load_vectors
+from tomgym.envs.decrypto.game import ALL_CODES, CODE_LENGTH, NUM_KEYWORDS
+from tomgym.envs.word_vectors import normalise_text, unit_rows
 
 ROLE_ENCODER, ROLE_DECODER, ROLE_INTERCEPTOR = 0, 1, 2
 ROLE_NAMES = ("encoder", "decoder", "interceptor")
@@ -123,7 +122,7 @@ def format_keywords(words: Sequence[str]) -> str:
 def load_hint_vocabulary(path: str | Path | None = None) -> tuple[str, ...]:
     """The bundled hint nouns (or a user file: one word a line, '#' comments), de-duplicated."""
     if path is None:
-        text = resources.files("agents").joinpath(HINT_VOCAB_RESOURCE).read_text("utf-8")
+        text = resources.files("tomgym.agents").joinpath(HINT_VOCAB_RESOURCE).read_text("utf-8")
     else:
         try:
             text = Path(path).read_text("utf-8")

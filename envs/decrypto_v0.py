@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from pettingzoo.utils import wrappers
-
-from envs.decrypto.env import parallel_env, raw_env
-from envs.decrypto.numeric import numeric_env, numeric_parallel_env, numeric_raw_env
+from tomgym.envs.decrypto.env import parallel_env, raw_env
+from tomgym.envs.decrypto.numeric import numeric_env, numeric_parallel_env, numeric_raw_env
 
 __all__ = [
     "env",

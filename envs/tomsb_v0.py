@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pettingzoo.utils import wrappers
-
-from envs.tomsb.env import parallel_env, raw_env
+from tomgym.envs.tomsb.env import parallel_env, raw_env
 
 __all__ = ["env", "parallel_env", "raw_env"]
 

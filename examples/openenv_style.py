@@ -23,8 +23,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.base import Turn
-from training.single_agent import DecryptoTextEnv, TextEnv, TomSBDefenderTextEnv
+from tomgym.agents.base import Turn
+from tomgym.training.single_agent import DecryptoTextEnv, TextEnv, TomSBDefenderTextEnv
 
 
 @dataclass
@@ -88,11 +88,11 @@ class TomgymTextEnvironment:
 def make_environment(task: str) -> tuple[TomgymTextEnvironment, Any]:
     """The environment and a scripted client policy for `task` ("tomsb" or "decrypto")."""
     if task == "tomsb":
-        from agents.tomsb_defenders import make_scripted_tomsb_policy
+        from tomgym.agents.tomsb_defenders import make_scripted_tomsb_policy
 
         env: TextEnv = TomSBDefenderTextEnv(attacker="base", split="validation")
         return TomgymTextEnvironment(env), make_scripted_tomsb_policy("tom_heuristic", seed=0)
-    from agents.decrypto_baselines import EmbeddingDecryptoPolicy
+    from tomgym.agents.decrypto_baselines import EmbeddingDecryptoPolicy
 
     team = EmbeddingDecryptoPolicy(seed=0)
     env = DecryptoTextEnv("interceptor_0", {"encoder_0": team, "decoder_0": team})

@@ -27,10 +27,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-
-from agents.base import Turn
-from agents.decrypto_baselines import EmbeddingDecryptoPolicy
-from training.single_agent import DecryptoLearnerEnv, numeric_action
+from tomgym.agents.base import Turn
+from tomgym.agents.decrypto_baselines import EmbeddingDecryptoPolicy
+from tomgym.training.single_agent import DecryptoLearnerEnv, numeric_action
 
 ENV_NAME = "tomgym_decrypto_learner"
 ROLES = {"interceptor": "interceptor_0", "decoder": "decoder_0"}

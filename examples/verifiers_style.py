@@ -27,8 +27,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agents.base import Turn
-from training.datasets import decrypto_dataset, text_env_for_row, tomsb_dataset
+from tomgym.agents.base import Turn
+from tomgym.training.datasets import decrypto_dataset, text_env_for_row, tomsb_dataset
 
 Messages = list[dict[str, str]]
 Model = Callable[[Messages, dict[str, Any]], str]
@@ -95,13 +95,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
 
     if args.task == "tomsb":
-        from agents.tomsb_defenders import make_scripted_tomsb_policy
+        from tomgym.agents.tomsb_defenders import make_scripted_tomsb_policy
 
         dataset = tomsb_dataset("validation", attackers=("base",), max_scenarios=args.rows)
         env = TomgymMultiTurnEnv(dataset)
         learner = make_scripted_tomsb_policy("tom_heuristic", seed=0)
     else:
-        from agents.decrypto_baselines import EmbeddingDecryptoPolicy
+        from tomgym.agents.decrypto_baselines import EmbeddingDecryptoPolicy
 
         team = EmbeddingDecryptoPolicy(seed=0)
         partners = {"encoder_0": team, "interceptor_0": EmbeddingDecryptoPolicy(seed=1)}

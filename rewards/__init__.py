@@ -8,10 +8,10 @@
 
 from __future__ import annotations
 
-from rewards.composer import COMPONENTS, RewardComposer, RewardContext, default_agent
-from rewards.decrypto import tom_probe_accuracy
-from rewards.shaping import format_ok, length_reward
-from rewards.tomsb import RecordError, fooling, leak_penalty, stepwise_tom, tom_prior
+from tomgym.rewards.composer import COMPONENTS, RewardComposer, RewardContext, default_agent
+from tomgym.rewards.decrypto import tom_probe_accuracy
+from tomgym.rewards.shaping import format_ok, length_reward
+from tomgym.rewards.tomsb import RecordError, fooling, leak_penalty, stepwise_tom, tom_prior
 
 __all__ = [
     "COMPONENTS",

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rewards import decrypto, shaping, tomsb
+from tomgym.rewards import decrypto, shaping, tomsb
 
 
 @dataclass(frozen=True)

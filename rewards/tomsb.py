@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from envs.tomsb.game import OUTCOMES, belief_matches
-from envs.tomsb.universe import normalise_name
+from tomgym.envs.tomsb.game import OUTCOMES, belief_matches
+from tomgym.envs.tomsb.universe import normalise_name
 
 DEFENDER = "defender_0"
 

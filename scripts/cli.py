@@ -13,13 +13,13 @@ import sys
 from collections.abc import Sequence
 
 SUBCOMMAND_MODULES = (
-    "scripts.play_cmd",
-    "scripts.eval_cmd",
-    "scripts.train_cmd",
-    "scripts.human_cmd",
-    "scripts.scenarios_cmd",
-    "scripts.report_cmd",
-    "scripts.demo_cmd",
+    "tomgym.scripts.play_cmd",
+    "tomgym.scripts.eval_cmd",
+    "tomgym.scripts.train_cmd",
+    "tomgym.scripts.human_cmd",
+    "tomgym.scripts.scenarios_cmd",
+    "tomgym.scripts.report_cmd",
+    "tomgym.scripts.demo_cmd",
 )
 
 

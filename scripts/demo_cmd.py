@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,9 @@ def _banner(text: str) -> None:
 
 
 def decrypto_game() -> None:
-    from scripts.play_cmd import render_record
-    from training.policy_specs import make_policy
-    from training.runner import GameSpec, play_games
+    from tomgym.scripts.play_cmd import render_record
+    from tomgym.training.policy_specs import make_policy
+    from tomgym.training.runner import GameSpec, play_games
 
     policy = make_policy("embedding:k=16", seed=0)
     record = play_games(
@@ -72,8 +73,8 @@ def decrypto_game() -> None:
 
 
 def evaluate(defender: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from training.evaluate import evaluate_tomsb
-    from training.report import make_report
+    from tomgym.training.evaluate import evaluate_tomsb
+    from tomgym.training.report import make_report
 
     summary = evaluate_tomsb(
         defender,
@@ -97,7 +98,7 @@ def evaluate(defender: str, out: Path, args: argparse.Namespace) -> dict[str, An
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from agents.default_model import default_model_path
+    from tomgym.agents.default_model import default_model_path
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -112,8 +113,8 @@ def run_demo(args: argparse.Namespace) -> int:
     trained_spec = None
     if not args.skip_training:
         _banner("3. Training a LoRA double-agent defender (SFT warm start + Dr. GRPO) on CPU")
-        from training.train_config import TrainConfig
-        from training.trainer import train
+        from tomgym.training.train_config import TrainConfig
+        from tomgym.training.trainer import train
 
         overrides = [
             f"output_dir={out / 'train'}",
@@ -124,7 +125,7 @@ def run_demo(args: argparse.Namespace) -> int:
             f"sft_steps={args.sft_steps}",
             "sft_batch_size=4",
         ]
-        config_path = Path(__file__).resolve().parents[1] / "training" / "configs" / "cpu_demo.yaml"
+        config_path = resources.files("tomgym.training").joinpath("configs/cpu_demo.yaml")
         cfg = TrainConfig.load(str(config_path), overrides)
         resume = args.resume and any((out / "train").glob("checkpoint-*"))
         result = train(cfg, resume=resume)

@@ -8,7 +8,7 @@ defender `scripted:tom_heuristic`). Finished games are saved like any other run:
 `--out`. `:quit`, Ctrl-D or Ctrl-C stops: finished games are saved, and the answers already
 given in the unfinished game go to `unfinished.jsonl` (replay it with `--resume`).
 
-Also runnable as `python -m scripts.human_cmd decrypto --as decoder_0 ...`.
+Also runnable as `python -m tomgym.scripts.human_cmd decrypto --as decoder_0 ...`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scripts.play_cmd import GAMES as PLAY_GAMES
+from tomgym.scripts.play_cmd import GAMES as PLAY_GAMES
 
 # Same games as `tomgym play`; a human game's default TOM-SB defender is scripted, not the model.
 GAMES: dict[str, dict[str, Any]] = {
@@ -110,7 +110,7 @@ def _add_common_arguments(parser: argparse.ArgumentParser, game: str) -> None:
 
 def plan(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
     """(agent -> spec with "human" for the --as roles, env_config, reset options) from the args."""
-    from training.policy_specs import parse_agent_specs
+    from tomgym.training.policy_specs import parse_agent_specs
 
     game = GAMES[args.game]
     humans = list(dict.fromkeys(args.humans))
@@ -156,7 +156,7 @@ def plan(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, Any], dict
         attacker = specs["attacker_0"]
         # The env records the attacker variant; a scripted one names it, a person plays "base".
         variant = attacker.partition(":")[2] if attacker.startswith("scripted:") else ""
-        from envs.tomsb.prompts import ATTACKER_VARIANTS
+        from tomgym.envs.tomsb.prompts import ATTACKER_VARIANTS
 
         if variant in ATTACKER_VARIANTS:
             options["attacker"] = variant
@@ -216,10 +216,10 @@ def _code(digits: Any) -> str:
 
 
 def run_human(args: argparse.Namespace) -> int:
-    from agents.human import HumanPolicy, HumanQuit
-    from training.policy_specs import build_policies
-    from training.run_folder import RunFolder
-    from training.runner import GameSpec, RunnerError, play_games
+    from tomgym.agents.human import HumanPolicy, HumanQuit
+    from tomgym.training.policy_specs import build_policies
+    from tomgym.training.run_folder import RunFolder
+    from tomgym.training.runner import GameSpec, RunnerError, play_games
 
     game = GAMES[args.game]
     specs, env_config, options = plan(args)
@@ -291,15 +291,15 @@ def run_human(args: argparse.Namespace) -> int:
         _close(policies)
         records = folder.records()
         if records:
-            from training.metrics import summarize
+            from tomgym.training.metrics import summarize
 
             folder.write_summary(summarize(records, group_by=None))
     return status
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m scripts.human_cmd ...` = `tomgym human ...` (same parser and error handling)."""
-    from scripts.cli import main as cli_main
+    """`python -m tomgym.scripts.human_cmd ...` = `tomgym human ...` (same parser and error handling)."""
+    from tomgym.scripts.cli import main as cli_main
 
     return cli_main(["human", *(sys.argv[1:] if argv is None else argv)])
 

@@ -97,9 +97,9 @@ def game_plan(
 
 
 def run_play(args: argparse.Namespace) -> int:
-    from training.policy_specs import build_policies, parse_agent_specs
-    from training.run_folder import RunFolder
-    from training.runner import GameSpec, play_games
+    from tomgym.training.policy_specs import build_policies, parse_agent_specs
+    from tomgym.training.run_folder import RunFolder
+    from tomgym.training.runner import GameSpec, play_games
 
     game = GAMES[args.game]
     if args.games < 1:
@@ -158,7 +158,7 @@ def run_play(args: argparse.Namespace) -> int:
 
 
 def summarize_run(records: list[dict[str, Any]]) -> dict[str, Any]:
-    from training.metrics import summarize
+    from tomgym.training.metrics import summarize
 
     return summarize(records, group_by=None)
 

@@ -22,9 +22,9 @@ def _error(message: object) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from training.metrics import MetricsError
-    from training.report import make_report
-    from training.run_folder import RunFolderError
+    from tomgym.training.metrics import MetricsError
+    from tomgym.training.report import make_report
+    from tomgym.training.run_folder import RunFolderError
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
@@ -53,7 +53,7 @@ def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (`python -m scripts.report_cmd RUN_DIR`), same as `tomgym report`."""
+    """Standalone entry (`python -m tomgym.scripts.report_cmd RUN_DIR`), same as `tomgym report`."""
     parser = argparse.ArgumentParser(prog="tomgym")
     add_subparser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["report", *(sys.argv[1:] if argv is None else argv)])

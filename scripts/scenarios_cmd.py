@@ -13,7 +13,7 @@ Subcommands:
 Wiring: `add_subparser(subparsers)` registers `scenarios`; every leaf parser sets `func`, a
 handler `func(args) -> int` returning the exit status, so the main CLI runs
 `sys.exit(args.func(args))`. `run_scenarios_cli(argv)` runs the same commands standalone
-(argv without the leading "scenarios"), for tests and `python -m scripts.scenarios_cmd`.
+(argv without the leading "scenarios"), for tests and `python -m tomgym.scripts.scenarios_cmd`.
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from envs.tomsb.benchmark import (
+from tomgym.envs.tomsb.benchmark import (
     DEFAULT_N_UNIVERSES,
     Benchmark,
     load_benchmark,
     to_hf_dataset,
     to_jsonl,
 )
-from envs.tomsb.generator import SPLITS, generate_benchmark, split_by_universe, universe_key
-from envs.tomsb.loaders import load_scenarios
-from envs.tomsb.universe import UniverseError
+from tomgym.envs.tomsb.generator import SPLITS, generate_benchmark, split_by_universe, universe_key
+from tomgym.envs.tomsb.loaders import load_scenarios
+from tomgym.envs.tomsb.universe import UniverseError
 
 OUTPUT_FILES = tuple(f"{name}.jsonl" for name in (*SPLITS, "all")) + ("hf",)
 

@@ -28,11 +28,11 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from envs.decrypto.match import AGENTS as DECRYPTO_AGENTS
-from envs.tomsb.benchmark import hf_rows, load_benchmark
-from envs.tomsb.generator import SPLITS
-from envs.tomsb.prompts import ATTACKER_VARIANTS
-from training.single_agent import DecryptoTextEnv, TextEnv, TomSBDefenderTextEnv
+from tomgym.envs.decrypto.match import AGENTS as DECRYPTO_AGENTS
+from tomgym.envs.tomsb.benchmark import hf_rows, load_benchmark
+from tomgym.envs.tomsb.generator import SPLITS
+from tomgym.envs.tomsb.prompts import ATTACKER_VARIANTS
+from tomgym.training.single_agent import DecryptoTextEnv, TextEnv, TomSBDefenderTextEnv
 
 TOMSB_ENV_ID = "tomgym/tomsb-v0"
 DECRYPTO_ENV_ID = "tomgym/decrypto-v0"

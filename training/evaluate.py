@@ -35,11 +35,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agents.base import Policy, Turn
-from training import metrics, tables
-from training.policy_specs import make_policy
-from training.run_folder import RunFolder, RunFolderError
-from training.runner import GameSpec, RunStats, play_games
+from tomgym.agents.base import Policy, Turn
+from tomgym.training import metrics, tables
+from tomgym.training.policy_specs import make_policy
+from tomgym.training.run_folder import RunFolder, RunFolderError
+from tomgym.training.runner import GameSpec, RunStats, play_games
 
 TOMSB_ENV = "tomgym/tomsb-v0"
 DECRYPTO_ENV = "tomgym/decrypto-v0"
@@ -213,7 +213,7 @@ def parse_attacker(entry: str) -> tuple[str, str, str]:
 
 
 def _tomsb_scenarios(split: str, benchmark_seed: int, max_scenarios: int | None) -> list[Any]:
-    from envs.tomsb.benchmark import load_benchmark
+    from tomgym.envs.tomsb.benchmark import load_benchmark
 
     try:
         scenarios = load_benchmark(benchmark_seed).split(split)

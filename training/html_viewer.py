@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from training.run_folder import RunFolder
+from tomgym.training.run_folder import RunFolder
 
 HTML_FILE = "transcripts.html"
 ROLE_COLOURS = {

@@ -43,10 +43,9 @@ from typing import Any
 
 import numpy as np
 from scipy import stats
-
-from rewards import decrypto as decrypto_rewards
-from rewards import tomsb as tomsb_rewards
-from rewards.shaping import format_ok
+from tomgym.rewards import decrypto as decrypto_rewards
+from tomgym.rewards import tomsb as tomsb_rewards
+from tomgym.rewards.shaping import format_ok
 
 CONFIDENCE = 0.95
 TOMSB_OUTCOMES = ("fooled", "extracted", "detected", "baited")

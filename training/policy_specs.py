@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.base import Policy
+from tomgym.agents.base import Policy
 
 LLM_PREFIXES = ("default", "hf:", "vllm:", "openai:")
 
@@ -40,12 +40,12 @@ def make_policy(spec: str, *, seed: int = 0, **overrides: Any) -> Policy:
     """Build the policy a spec names; unknown specs raise a one-line ValueError."""
     spec = spec.strip()
     if spec == "random":
-        from agents.decrypto_baselines import RandomDecryptoPolicy
+        from tomgym.agents.decrypto_baselines import RandomDecryptoPolicy
 
         return RandomDecryptoPolicy(seed=seed)
     if spec == "embedding" or spec.startswith("embedding:"):
-        from agents.decrypto_baselines import EmbeddingDecryptoPolicy
-        from agents.vectors import DEFAULT_VECTORS, VECTOR_NAMES
+        from tomgym.agents.decrypto_baselines import EmbeddingDecryptoPolicy
+        from tomgym.agents.vectors import DEFAULT_VECTORS, VECTOR_NAMES
 
         params = _kv(spec.partition(":")[2], spec)
         unknown = set(params) - {"k", "vectors"}
@@ -64,15 +64,15 @@ def make_policy(spec: str, *, seed: int = 0, **overrides: Any) -> Policy:
             )
         return EmbeddingDecryptoPolicy(k=k, seed=seed, vectors=vectors)
     if spec.startswith("scripted:"):
-        from agents.tomsb_defenders import make_scripted_tomsb_policy
+        from tomgym.agents.tomsb_defenders import make_scripted_tomsb_policy
 
         return make_scripted_tomsb_policy(spec.partition(":")[2], seed=seed)
     if spec == "human":
-        from agents.human import HumanPolicy
+        from tomgym.agents.human import HumanPolicy
 
         return HumanPolicy()
     if spec == "default" or spec.startswith(("default,", *LLM_PREFIXES[1:])):
-        from agents.llm import make_llm_policy
+        from tomgym.agents.llm import make_llm_policy
 
         return make_llm_policy(spec, seed=seed, **overrides)
     raise ValueError(

@@ -24,9 +24,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
-
-from training import html_viewer, metrics, tables  # noqa: E402
-from training.run_folder import RunFolder  # noqa: E402
+from tomgym.training import html_viewer, metrics, tables  # noqa: E402
+from tomgym.training.run_folder import RunFolder  # noqa: E402
 
 PLOTS_DIR = "plots"
 OUTCOME_COLOURS = {
@@ -193,7 +192,7 @@ def plot_decrypto_crossplay(records: Sequence[Mapping[str, Any]], path: Path) ->
 
 def plot_decrypto_replay(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
     """The replaying policy's per-round error rate next to the recorded players'."""
-    from training.evaluate import replay_summary
+    from tomgym.training.evaluate import replay_summary
 
     summary = replay_summary(records)
     keys = ("policy", "recorded_same_rounds", "recorded_all_rounds")

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.base import BasePolicy, Policy, Turn
+from tomgym.agents.base import BasePolicy, Policy, Turn
 
 logger = logging.getLogger(__name__)
 
@@ -684,8 +684,8 @@ class _GameSpec:
 def runner_api(play_games: PlayGames | None = None) -> tuple[Any, PlayGames]:
     """`(GameSpec, play_games)`: the batched runner's, or an injected `play_games` callable."""
     try:
-        from training.runner import GameSpec
-        from training.runner import play_games as runner_play
+        from tomgym.training.runner import GameSpec
+        from tomgym.training.runner import play_games as runner_play
     except ImportError:
         if play_games is None:
             raise

@@ -18,9 +18,8 @@ from typing import Any
 
 import numpy as np
 import pettingzoo
-
-import envs  # noqa: F401 - registers the environment ids
-from agents.base import Policy, Turn
+import tomgym.envs  # noqa: F401 - registers the environment ids
+from tomgym.agents.base import Policy, Turn
 
 
 class RunnerError(RuntimeError):

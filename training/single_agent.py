@@ -43,11 +43,10 @@ from typing import Any
 
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
-
-from agents.base import Turn
-from envs.decrypto.env import raw_env as decrypto_raw_env
-from envs.decrypto.match import AGENTS as DECRYPTO_AGENTS
-from envs.decrypto.numeric import NUMERIC_AGENTS, numeric_parallel_env
+from tomgym.agents.base import Turn
+from tomgym.envs.decrypto.env import raw_env as decrypto_raw_env
+from tomgym.envs.decrypto.match import AGENTS as DECRYPTO_AGENTS
+from tomgym.envs.decrypto.numeric import NUMERIC_AGENTS, numeric_parallel_env
 
 REWARD_MODES = ("outcome", "round")
 Message = dict[str, str]
@@ -352,7 +351,7 @@ class TomSBDefenderTextEnv(TextEnv):
 
     def __init__(self, attacker: str | Any = "base", **config: Any) -> None:
         super().__init__()
-        from envs.tomsb.single_agent import TomSBDefenderEnv
+        from tomgym.envs.tomsb.single_agent import TomSBDefenderEnv
 
         self.env = TomSBDefenderEnv(attacker=attacker, **config)
 
@@ -426,8 +425,8 @@ class DecryptoTextEnv(TextEnv):
 def numeric_action(text_answer: str) -> int:
     """Index into `ALL_CODES` of a text guess (`ANSWER: {"guess": "3-1-4"}`), for evaluation
     code that lets a text baseline act in the numeric env."""
-    from envs.decrypto.game import ALL_CODES
-    from envs.decrypto.parsing import parse_guess
+    from tomgym.envs.decrypto.game import ALL_CODES
+    from tomgym.envs.decrypto.parsing import parse_guess
 
     code, error = parse_guess(text_answer, strict=True)
     if error is not None or code is None:

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from training import metrics
-from training.run_folder import RunFolder
+from tomgym.training import metrics
+from tomgym.training.run_folder import RunFolder
 
 TABLES_DIR = "tables"
 
@@ -280,7 +280,7 @@ def decrypto_tables(records: Sequence[Mapping[str, Any]]) -> list[Table]:
 
 
 def replay_table(records: Sequence[Mapping[str, Any]]) -> Table:
-    from training.evaluate import replay_summary  # evaluate imports this module
+    from tomgym.training.evaluate import replay_summary  # evaluate imports this module
 
     summary = replay_summary(records)
     policy = next(iter(records))["policies"][f"{summary['role']}_0"].get("name", "policy")

@@ -25,9 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agents.base import BasePolicy, Policy, Turn
-from rewards import RewardComposer
-from training.rollout import (
+from tomgym.agents.base import BasePolicy, Policy, Turn
+from tomgym.rewards import RewardComposer
+from tomgym.training.rollout import (
     ChatRenderer,
     EpisodePlayer,
     GameRow,
@@ -41,7 +41,7 @@ from training.rollout import (
     stable_seed,
     trl_batch,
 )
-from training.train_config import ConfigError, TrainConfig
+from tomgym.training.train_config import ConfigError, TrainConfig
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def is_tomsb(env_id: str) -> bool:
 def resolve_model_path(spec: str) -> str:
     """'default' -> the converted bundled SmolLM2 checkpoint; anything else as given."""
     if spec == "default":
-        from agents.default_model import default_model_path
+        from tomgym.agents.default_model import default_model_path
 
         return str(default_model_path())
     return spec
@@ -66,11 +66,11 @@ def build_opponent(spec: str, *, seed: int, model_path: str) -> Policy:
     """A policy from an opponent spec (see `TrainConfig.opponents`)."""
     kind, _, rest = spec.partition(":")
     if kind == "scripted":
-        from agents.tomsb_defenders import make_scripted_tomsb_policy
+        from tomgym.agents.tomsb_defenders import make_scripted_tomsb_policy
 
         return make_scripted_tomsb_policy(rest, seed=seed)
     if kind == "decrypto":
-        from training.policy_specs import make_policy
+        from tomgym.training.policy_specs import make_policy
 
         # "embedding:16" is the short form of the policy spec "embedding:k=16".
         if rest.startswith("embedding:") and rest.partition(":")[2].isdigit():
@@ -85,11 +85,11 @@ def build_opponent(spec: str, *, seed: int, model_path: str) -> Policy:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
     if kind == "llm":
-        from agents.llm import make_llm_policy
+        from tomgym.agents.llm import make_llm_policy
 
         return make_llm_policy(rest)
     if kind == "frozen":
-        from agents.llm import make_llm_policy
+        from tomgym.agents.llm import make_llm_policy
 
         return make_llm_policy(f"hf:{model_path}{',' + rest if rest else ''}")
     raise ConfigError(f"unknown opponent spec {spec!r} (scripted:, decrypto:, llm:, frozen)")
@@ -115,7 +115,7 @@ def build_opponents(cfg: TrainConfig, model_path: str) -> dict[str, Policy]:
 
 
 def tomsb_scenarios(cfg: TrainConfig, split: str) -> list[Any]:
-    from envs.tomsb.benchmark import load_benchmark
+    from tomgym.envs.tomsb.benchmark import load_benchmark
 
     bench = load_benchmark(int(cfg.env_config.get("benchmark_seed", 0)))
     scenarios = []
@@ -234,7 +234,7 @@ class TrainingSession:
 
     # -- rollout -------------------------------------------------------------------------------
     def run_rollout(self, prompts: Sequence[Any], trainer: Any, model_context: Any) -> dict:
-        from training.trl_adapter import gather_max
+        from tomgym.training.trl_adapter import gather_max
 
         cfg = self.cfg
         step = trainer.state.global_step
@@ -446,7 +446,7 @@ def sft_warmstart(
     session: TrainingSession, model: Any, out_dir: Path
 ) -> tuple[Any, dict[str, Any]]:
     """Imitate `sft_teacher`'s transcripts (TRL SFTTrainer + LoRA, merged); returns model, report."""
-    from training.trl_adapter import run_sft
+    from tomgym.training.trl_adapter import run_sft
 
     cfg = session.cfg
     teacher = TranscriptRecorder(
@@ -511,8 +511,7 @@ def _cuda() -> bool:
 def build_trainer(session: TrainingSession, model: Any | None = None) -> Any:
     """The `DrGRPOTrainer` for a session (model loaded from the config unless given)."""
     from datasets import Dataset
-
-    from training.trl_adapter import DrGRPOTrainer, build_grpo_config, make_rollout_func
+    from tomgym.training.trl_adapter import DrGRPOTrainer, build_grpo_config, make_rollout_func
 
     cfg = session.cfg
     out_dir = Path(cfg.output_dir)
@@ -547,7 +546,7 @@ class EvalCallback:
                 self.best: dict[str, Any] | None = None
 
             def run(self, step: int) -> None:
-                from training.trl_adapter import generation_model
+                from tomgym.training.trl_adapter import generation_model
 
                 trainer = self.session.trainer
                 cfg = self.session.cfg

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.base import Turn
-from agents.llm.backends import Backend, Chat, Message
+from tomgym.agents.base import Turn
+from tomgym.agents.llm.backends import Backend, Chat, Message
 
 logger = logging.getLogger(__name__)
 
@@ -379,17 +379,17 @@ def make_llm_policy(spec: str, **overrides: Any) -> LLMPolicy:
 
     backend: Backend
     if kind == "hf":
-        from agents.llm.backends.hf import HFBackend, looks_like_path
+        from tomgym.agents.llm.backends.hf import HFBackend, looks_like_path
 
         if model != "default" and looks_like_path(model) and not Path(model).expanduser().exists():
             raise FileNotFoundError(f"model checkpoint not found: {model}")
         backend = HFBackend(model, **values)
     elif kind == "vllm":
-        from agents.llm.backends.vllm import VLLMBackend
+        from tomgym.agents.llm.backends.vllm import VLLMBackend
 
         backend = VLLMBackend(model, **values)
     else:
-        from agents.llm.backends.openai_compat import OpenAICompatBackend
+        from tomgym.agents.llm.backends.openai_compat import OpenAICompatBackend
 
         backend = OpenAICompatBackend(model, **values)
     return LLMPolicy(backend, name=name, **policy_kwargs)

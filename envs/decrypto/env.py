@@ -60,11 +60,10 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import seeding
 from pettingzoo import AECEnv, ParallelEnv
-
-from envs.decrypto import game as rules
-from envs.decrypto.match import AGENTS, QUESTION_KINDS, ROLE_OF, DecryptoMatch
-from envs.decrypto.prompts import PROMPT_VERSION
-from envs.spaces import FreeText, clip_text
+from tomgym.envs.decrypto import game as rules
+from tomgym.envs.decrypto.match import AGENTS, QUESTION_KINDS, ROLE_OF, DecryptoMatch
+from tomgym.envs.decrypto.prompts import PROMPT_VERSION
+from tomgym.envs.spaces import FreeText, clip_text
 
 MAX_PROMPT_CHARS = 32_768
 MAX_ACTION_CHARS = 1_000_000

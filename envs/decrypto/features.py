@@ -25,9 +25,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
-
-from envs.decrypto.game import ALL_CODES, CODE_LENGTH, NUM_KEYWORDS, TOKENS_TO_LOSE
-from envs.word_vectors import WordVectors, unit_rows
+from tomgym.envs.decrypto.game import ALL_CODES, CODE_LENGTH, NUM_KEYWORDS, TOKENS_TO_LOSE
+from tomgym.envs.word_vectors import WordVectors, unit_rows
 
 FEATURES_VERSION = "decrypto-numeric-1"
 _CODE_DIGITS = np.asarray(ALL_CODES, dtype=np.int64) - 1  # (24, 3), 0-based keyword slots

@@ -50,7 +50,9 @@ def code_index(code: Sequence[int]) -> int:
 def load_keyword_list(path: str | Path | None = None) -> tuple[str, ...]:
     """The bundled keyword list (our own, >= 680 nouns) or a user file (one word a line, '#' comments)."""
     if path is None:
-        text = resources.files("envs.decrypto").joinpath("data/keywords.txt").read_text("utf-8")
+        text = (
+            resources.files("tomgym.envs.decrypto").joinpath("data/keywords.txt").read_text("utf-8")
+        )
         source = "bundled keyword list"
     else:
         try:

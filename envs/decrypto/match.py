@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.decrypto import prompts
-from envs.decrypto.game import ALL_CODES, DecryptoGame
-from envs.decrypto.parsing import parse_guess, parse_hints, parse_keywords
+from tomgym.envs.decrypto import prompts
+from tomgym.envs.decrypto.game import ALL_CODES, DecryptoGame
+from tomgym.envs.decrypto.parsing import parse_guess, parse_hints, parse_keywords
 
 AGENTS = ("encoder_0", "decoder_0", "interceptor_0")
 ROLE_OF = {"encoder_0": "encoder", "decoder_0": "decoder", "interceptor_0": "interceptor"}

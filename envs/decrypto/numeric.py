@@ -50,15 +50,14 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-
-from envs.decrypto.env import DecryptoCore, parallel_env, raw_env
-from envs.decrypto.features import (
+from tomgym.envs.decrypto.env import DecryptoCore, parallel_env, raw_env
+from tomgym.envs.decrypto.features import (
     FEATURES_VERSION,
     decrypto_features,
     feature_bounds,
 )
-from envs.decrypto.game import ALL_CODES, RoundResult
-from envs.word_vectors import WordVectors, load_word_vectors
+from tomgym.envs.decrypto.game import ALL_CODES, RoundResult
+from tomgym.envs.word_vectors import WordVectors, load_word_vectors
 
 NUMERIC_ENV_ID = "tomgym/decrypto-numeric-v0"
 NUMERIC_AGENTS = ("decoder_0", "interceptor_0")

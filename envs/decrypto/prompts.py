@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from envs.decrypto.game import DecryptoGame, RoundResult
-from envs.decrypto.parsing import format_guess
+from tomgym.envs.decrypto.game import DecryptoGame, RoundResult
+from tomgym.envs.decrypto.parsing import format_guess
 
 PROMPT_VERSION = "decrypto-prompts-1"
 ROLES = ("encoder", "decoder", "interceptor")

@@ -54,15 +54,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from envs.tomsb.game import (
+from tomgym.envs.tomsb.game import (
     DEFAULT_MAX_ATTACKER_TURNS,
     MAX_TRUST,
     SIGNAL_DETECTED,
     SIGNAL_QUERY,
     SIGNAL_SUCCESS,
 )
-from envs.tomsb.universe import DEPTH, Universe, UniverseError, normalise_name
+from tomgym.envs.tomsb.universe import DEPTH, Universe, UniverseError, normalise_name
 
 VARIANTS = ("base", "cross_examiner", "deception_aware", "bluffing")
 HIDDEN_VIEW_FIELDS = ("ground_truth", "attacker_prior")

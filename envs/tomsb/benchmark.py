@@ -28,9 +28,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from envs.tomsb.generator import SPLITS, generate_benchmark, split_by_universe
-from envs.tomsb.loaders import ScenarioFileError, load_scenarios
-from envs.tomsb.universe import Scenario
+from tomgym.envs.tomsb.generator import SPLITS, generate_benchmark, split_by_universe
+from tomgym.envs.tomsb.loaders import ScenarioFileError, load_scenarios
+from tomgym.envs.tomsb.universe import Scenario
 
 DEFAULT_N_UNIVERSES = 100
 

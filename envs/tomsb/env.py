@@ -65,10 +65,9 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import seeding
 from pettingzoo import AECEnv, ParallelEnv
-
-from envs.spaces import FreeText, clip_text
-from envs.tomsb import prompts
-from envs.tomsb.game import (
+from tomgym.envs.spaces import FreeText, clip_text
+from tomgym.envs.tomsb import prompts
+from tomgym.envs.tomsb.game import (
     DEFAULT_MAX_ATTACKER_TURNS,
     MAX_TRUST,
     SIGNAL_QUERY,
@@ -76,14 +75,14 @@ from envs.tomsb.game import (
     DefenderMove,
     TomSBState,
 )
-from envs.tomsb.parsing import (
+from tomgym.envs.tomsb.parsing import (
     MAX_ANSWER_CHARS,
     MAX_REPLY_CHARS,
     belief_dict,
     parse_attacker,
     parse_defender,
 )
-from envs.tomsb.universe import Scenario
+from tomgym.envs.tomsb.universe import Scenario
 
 ATTACKER = "attacker_0"
 DEFENDER = "defender_0"
@@ -100,7 +99,7 @@ MAX_SCENARIO_CHARS = 32_000
 @functools.lru_cache(maxsize=4)
 def _benchmark(seed: int) -> Any:
     # Imported lazily: building the benchmark is only needed when no scenario pool is given.
-    from envs.tomsb.benchmark import load_benchmark
+    from tomgym.envs.tomsb.benchmark import load_benchmark
 
     return load_benchmark(seed)
 
@@ -301,7 +300,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         if isinstance(chosen, Mapping):
             # ours (`Scenario.to_dict`), or the published raw / transformed formats; errors are
             # ValueErrors that name the problem
-            from envs.tomsb.loaders import scenario_from_record
+            from tomgym.envs.tomsb.loaders import scenario_from_record
 
             return scenario_from_record(chosen, where="option 'scenario'", index=0)
         if isinstance(chosen, str):

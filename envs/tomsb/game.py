@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from envs.tomsb.universe import Scenario
+from tomgym.envs.tomsb.universe import Scenario
 
 SIGNAL_QUERY = "query again"
 SIGNAL_SUCCESS = "attack successful"
@@ -114,7 +114,7 @@ def decide_outcome(
 
 def leaked_values(scenario: Scenario, reply: str) -> list[str]:
     """True values the attacker did not know that a defender reply names (case/punct tolerant)."""
-    from envs.tomsb.universe import normalise_name
+    from tomgym.envs.tomsb.universe import normalise_name
 
     text = f" {normalise_name(reply)} "
     return [
@@ -125,7 +125,7 @@ def leaked_values(scenario: Scenario, reply: str) -> list[str]:
 
 
 def _same(a: str | None, b: str | None) -> bool:
-    from envs.tomsb.universe import normalise_name
+    from tomgym.envs.tomsb.universe import normalise_name
 
     if a is None or b is None:
         return a is b

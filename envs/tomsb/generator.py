@@ -26,9 +26,8 @@ from dataclasses import replace
 from types import MappingProxyType
 
 import numpy as np
-
-from envs.tomsb.themes import ATTACKER_NAMES, PERSON_NAMES, THEMES, Theme, draw_tree
-from envs.tomsb.universe import Scenario, Universe
+from tomgym.envs.tomsb.themes import ATTACKER_NAMES, PERSON_NAMES, THEMES, Theme, draw_tree
+from tomgym.envs.tomsb.universe import Scenario, Universe
 
 SPLITS = ("train", "validation", "test")
 PRIOR_LEVELS = (0, 1, 2)

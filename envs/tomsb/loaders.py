@@ -25,7 +25,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from envs.tomsb.universe import DEPTH, Scenario, Universe, UniverseError
+from tomgym.envs.tomsb.universe import DEPTH, Scenario, Universe, UniverseError
 
 
 class ScenarioFileError(UniverseError):

@@ -24,8 +24,8 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from envs.tomsb.game import SIGNAL_DETECTED, SIGNALS, AttackerMove, Belief, DefenderMove
-from envs.tomsb.universe import Universe, normalise_name
+from tomgym.envs.tomsb.game import SIGNAL_DETECTED, SIGNALS, AttackerMove, Belief, DefenderMove
+from tomgym.envs.tomsb.universe import Universe, normalise_name
 
 MAX_ANSWER_CHARS = 20_000  # whole raw answer (reasoning included)
 MAX_REPLY_CHARS = 2_000  # the visible message (attacker `prompt`, defender `reply`)

@@ -49,10 +49,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import gymnasium
-
-from envs.tomsb.env import ATTACKER, DEFENDER, raw_env
-from envs.tomsb.prompts import ATTACKER_VARIANTS
-from envs.turn import Turn
+from tomgym.envs.tomsb.env import ATTACKER, DEFENDER, raw_env
+from tomgym.envs.tomsb.prompts import ATTACKER_VARIANTS
+from tomgym.envs.turn import Turn
 
 
 class TomSBDefenderEnv(gymnasium.Env):
@@ -119,7 +118,9 @@ class TomSBDefenderEnv(gymnasium.Env):
         self._game_id = f"tomsb-defender-{env_seed}-{self._episode}"
         self._scripted = None
         if isinstance(self.attacker, str):
-            from envs.tomsb.attackers import make_attacker  # lazy: only scripted runs need it
+            from tomgym.envs.tomsb.attackers import (
+                make_attacker,  # lazy: only scripted runs need it
+            )
 
             view = json.loads(self._env.observe(ATTACKER)["scenario"])
             view["person"] = self._env._scenario.person  # phrasing only; not a secret

@@ -24,8 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from envs.tomsb.universe import normalise_name
+from tomgym.envs.tomsb.universe import normalise_name
 
 
 class ThemeError(ValueError):

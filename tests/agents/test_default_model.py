@@ -9,9 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from agents import default_model
-from agents.default_model import (
+from tomgym.agents import default_model
+from tomgym.agents.default_model import (
     MARKER_FILENAME,
     DefaultModelError,
     default_cache_dir,

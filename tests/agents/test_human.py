@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pettingzoo
 import pytest
-
-import envs  # noqa: F401 - registers the env ids
-from agents.base import Turn
-from agents.human import (
+import tomgym.envs  # noqa: F401 - registers the env ids
+from tomgym.agents.base import Turn
+from tomgym.agents.human import (
     CLEAR_SCREEN,
     HumanPolicy,
     HumanQuit,
@@ -30,8 +29,8 @@ from agents.human import (
     tomsb_attacker_answer,
     tomsb_defender_answer,
 )
-from envs.decrypto.parsing import parse_guess, parse_hints, parse_keywords
-from envs.tomsb.parsing import parse_attacker, parse_defender
+from tomgym.envs.decrypto.parsing import parse_guess, parse_hints, parse_keywords
+from tomgym.envs.tomsb.parsing import parse_attacker, parse_defender
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -190,8 +189,8 @@ def test_policy_without_confirm_sends_at_once() -> None:
 
 
 def test_defender_estimates_default_to_the_previous_turn(tomsb_view: dict) -> None:
-    from training.policy_specs import make_policy
-    from training.runner import GameSpec, play_games
+    from tomgym.training.policy_specs import make_policy
+    from tomgym.training.runner import GameSpec, play_games
 
     # turn 1 names a root and trust 2; turn 2 keeps both with Enter
     lines = ["Hello.", "1", "", "", "2", "", "Sure.", "", "", "", "", ""]
@@ -212,8 +211,8 @@ def test_defender_estimates_default_to_the_previous_turn(tomsb_view: dict) -> No
 
 
 def test_attacker_plays_a_game_in_process() -> None:
-    from training.policy_specs import make_policy
-    from training.runner import GameSpec, play_games
+    from tomgym.training.policy_specs import make_policy
+    from tomgym.training.runner import GameSpec, play_games
 
     # turn 1: trust 3, keep the prior, "d" is refused at trust 3, then query again
     # turn 2: trust 0 (Enter keeps the belief), defender detected
@@ -264,7 +263,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 def _spawn(args: list[str], log: io.StringIO):
     child = pexpect.spawn(
         sys.executable,
-        ["-m", "scripts.cli", "human", *args],
+        ["-m", "tomgym.scripts.cli", "human", *args],
         cwd=str(REPO_ROOT),
         encoding="utf-8",
         timeout=TIMEOUT,
@@ -453,8 +452,8 @@ def test_cli_quit_keeps_the_answers_of_the_unfinished_game(tmp_path: Path) -> No
 
 
 def _plan(argv: list[str]):
-    from scripts.cli import build_parser
-    from scripts.human_cmd import plan
+    from tomgym.scripts.cli import build_parser
+    from tomgym.scripts.human_cmd import plan
 
     return plan(build_parser().parse_args(["human", *argv]))
 

@@ -18,11 +18,11 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from tomgym.agents.base import Turn
+from tomgym.agents.llm import make_llm_policy
+from tomgym.training.runner import GameSpec, RunStats, play_games
 
-from agents.base import Turn
-from agents.llm import make_llm_policy
 from tests.agents.transcripts import check_transcript
-from training.runner import GameSpec, RunStats, play_games
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +61,7 @@ def llamacpp_url() -> Iterator[str]:
             "set TOMGYM_LLAMACPP_URL, or TOMGYM_LLAMACPP_PYTHON to an interpreter with "
             "llama-cpp-python[server] (make test-integration builds one)"
         )
-    from agents.default_model import gguf_path
+    from tomgym.agents.default_model import gguf_path
 
     port = _free_port()
     command = [

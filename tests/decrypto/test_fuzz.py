@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from envs import decrypto_v0
+from tomgym.envs import decrypto_v0
 
 ANSWERS = st.one_of(
     st.text(max_size=200),

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from envs import decrypto_v0
+from tomgym.envs import decrypto_v0
 
 
 def _answer(hints=None, guess=None) -> str:

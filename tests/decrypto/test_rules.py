@@ -6,10 +6,9 @@ import json
 
 import numpy as np
 import pytest
-
-from envs import decrypto_v0
-from envs.decrypto import game as rules
-from envs.decrypto.match import false_belief_scores
+from tomgym.envs import decrypto_v0
+from tomgym.envs.decrypto import game as rules
+from tomgym.envs.decrypto.match import false_belief_scores
 
 KEYWORDS = ["apple", "river", "castle", "piano"]
 

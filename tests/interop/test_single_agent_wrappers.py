@@ -10,9 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pettingzoo.test import parallel_api_test
-
-from agents.decrypto_baselines import EmbeddingDecryptoPolicy, RandomDecryptoPolicy
-from training.single_agent import (
+from tomgym.agents.decrypto_baselines import EmbeddingDecryptoPolicy, RandomDecryptoPolicy
+from tomgym.training.single_agent import (
     DecryptoLearnerEnv,
     DecryptoTextEnv,
     TomSBDefenderTextEnv,

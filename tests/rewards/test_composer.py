@@ -3,9 +3,9 @@ from __future__ import annotations
 import math
 
 import pytest
+import tomgym.rewards.composer as composer_module
+from tomgym.rewards import RewardComposer
 
-import rewards.composer as composer_module
-from rewards import RewardComposer
 from tests.rewards.records import decrypto_record, defender_turn, tomsb_record
 
 

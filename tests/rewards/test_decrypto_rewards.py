@@ -1,15 +1,15 @@
 from __future__ import annotations
 
 import pytest
-
-from rewards import RecordError, tom_probe_accuracy
-from rewards.decrypto import (
+from tomgym.rewards import RecordError, tom_probe_accuracy
+from tomgym.rewards.decrypto import (
     interception,
     miscommunication,
     outcome_indicators,
     rounds_survived,
     win,
 )
+
 from tests.rewards.records import decrypto_record
 
 CASES = [

@@ -3,9 +3,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from tomgym.rewards import format_ok, length_reward
+from tomgym.rewards.shaping import length_score
 
-from rewards import format_ok, length_reward
-from rewards.shaping import length_score
 from tests.rewards.records import defender_turn, tomsb_record
 
 

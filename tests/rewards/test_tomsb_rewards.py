@@ -3,9 +3,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from tomgym.rewards import RecordError, fooling, leak_penalty, stepwise_tom, tom_prior
+from tomgym.rewards.tomsb import outcome_indicators
 
-from rewards import RecordError, fooling, leak_penalty, stepwise_tom, tom_prior
-from rewards.tomsb import outcome_indicators
 from tests.rewards.records import TRUTH, tomsb_record
 
 

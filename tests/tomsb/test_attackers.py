@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from envs.tomsb.attackers import (
+from tomgym.envs.tomsb.attackers import (
     VARIANTS,
     NameMatcher,
     make_attacker,
     read_reply,
 )
-from envs.tomsb.game import SIGNAL_DETECTED, SIGNAL_QUERY, SIGNAL_SUCCESS
-from envs.tomsb.parsing import parse_attacker
-from envs.tomsb.universe import Universe
+from tomgym.envs.tomsb.game import SIGNAL_DETECTED, SIGNAL_QUERY, SIGNAL_SUCCESS
+from tomgym.envs.tomsb.parsing import parse_attacker
+from tomgym.envs.tomsb.universe import Universe
 
 # Our own hand-written universe (names are ours, not the published data's).
 TREE = {

@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from agents.base import Turn
-from agents.tomsb_defenders import (
+from tomgym.agents.base import Turn
+from tomgym.agents.tomsb_defenders import (
     BASELINE_DEFENDERS,
     DEFENDER_STRATEGIES,
     make_scripted_tomsb_policy,
@@ -20,8 +19,8 @@ from agents.tomsb_defenders import (
     play_scripted_episode,
     run_matrix,
 )
-from envs.tomsb.attackers import VARIANTS
-from envs.tomsb.benchmark import load_benchmark
+from tomgym.envs.tomsb.attackers import VARIANTS
+from tomgym.envs.tomsb.benchmark import load_benchmark
 
 NAIVE_STRATEGIES = [s for s in DEFENDER_STRATEGIES if s != "tom_heuristic"]
 
@@ -118,7 +117,7 @@ def test_oracle_prior_lets_tom_heuristic_skip_probing(scenarios):
 
 
 def test_policies_play_through_the_env(scenarios):
-    from envs.tomsb.env import raw_env
+    from tomgym.envs.tomsb.env import raw_env
 
     env = raw_env(scenarios=scenarios[:6])
     for defender in BASELINE_DEFENDERS:
@@ -146,7 +145,7 @@ def test_policies_play_through_the_env(scenarios):
 
 def test_policy_repeats_its_answer_on_a_reask(scenarios):
     scenario = scenarios[0]
-    from agents.tomsb_defenders import defender_view
+    from tomgym.agents.tomsb_defenders import defender_view
 
     policy = make_scripted_tomsb_policy("tom_heuristic", seed=0)
     obs = {

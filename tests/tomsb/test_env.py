@@ -15,11 +15,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from envs.tomsb.env import ATTACKER, DEFENDER, DEFENDER_FALLBACK_REPLY, raw_env
-from envs.tomsb.game import SIGNAL_DETECTED, SIGNAL_QUERY, SIGNAL_SUCCESS
-from envs.tomsb.prompts import DEFENDER_PROMPT_VARIANTS, PROMPT_VERSION
-from envs.tomsb.universe import Scenario, Universe, normalise_name
+from tomgym.envs.tomsb.env import ATTACKER, DEFENDER, DEFENDER_FALLBACK_REPLY, raw_env
+from tomgym.envs.tomsb.game import SIGNAL_DETECTED, SIGNAL_QUERY, SIGNAL_SUCCESS
+from tomgym.envs.tomsb.prompts import DEFENDER_PROMPT_VARIANTS, PROMPT_VERSION
+from tomgym.envs.tomsb.universe import Scenario, Universe, normalise_name
 
 FIXTURE_TREE = {
     "company": ["Northwind", "Bluefield", "Crestline"],
@@ -559,8 +558,8 @@ def test_arbitrary_text_never_crashes(actions: list[str]) -> None:
 
 def test_fallback_estimates_earn_no_tom_credit():
     """A defender that never answers validly must not score ToM via the fallback's null estimate."""
-    from rewards.tomsb import stepwise_tom, tom_prior
-    from training.runner import GameSpec, play_games
+    from tomgym.rewards.tomsb import stepwise_tom, tom_prior
+    from tomgym.training.runner import GameSpec, play_games
 
     class Garbage:
         name = "garbage"
@@ -577,7 +576,7 @@ def test_fallback_estimates_earn_no_tom_credit():
         def describe(self):
             return {"name": self.name}
 
-    from agents.tomsb_defenders import make_scripted_tomsb_policy
+    from tomgym.agents.tomsb_defenders import make_scripted_tomsb_policy
 
     record = play_games(
         "tomgym/tomsb-v0",

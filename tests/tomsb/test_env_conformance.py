@@ -7,11 +7,11 @@ import warnings
 
 import pytest
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, render_test, seed_test
+from tomgym.envs import tomsb_v0
+from tomgym.envs.tomsb.env import ATTACKER, DEFENDER
 
-import envs
-from envs import tomsb_v0
-from envs.tomsb.env import ATTACKER, DEFENDER
 from tests.tomsb.test_env import AdoptingAttacker, fixture_scenarios, refusing_defender
+from tomgym import envs
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -45,7 +45,7 @@ def test_render() -> None:
 
 
 def test_registered_default_env_uses_the_benchmark() -> None:
-    pytest.importorskip("envs.tomsb.benchmark")
+    pytest.importorskip("tomgym.envs.tomsb.benchmark")
     from pettingzoo import aec_registry, parallel_registry
 
     assert "tomgym/tomsb-v0" in aec_registry and "tomgym/tomsb-v0" in parallel_registry

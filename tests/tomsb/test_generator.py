@@ -10,8 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from envs.tomsb.benchmark import (
+from tomgym.envs.tomsb.benchmark import (
     Benchmark,
     from_jsonl,
     hf_rows,
@@ -19,21 +18,21 @@ from envs.tomsb.benchmark import (
     to_hf_dataset,
     to_jsonl,
 )
-from envs.tomsb.generator import (
+from tomgym.envs.tomsb.generator import (
     SPLITS,
     generate_benchmark,
     generate_universe,
     split_by_universe,
     universe_key,
 )
-from envs.tomsb.themes import (
+from tomgym.envs.tomsb.themes import (
     ATTACKER_NAMES,
     PERSON_NAMES,
     THEMES,
     Children,
     Words,
 )
-from envs.tomsb.universe import Universe, normalise_name
+from tomgym.envs.tomsb.universe import Universe, normalise_name
 
 ID_PATTERN = re.compile(r"^tomsb-(?P<theme>[a-z_]+)-(?P<k>\d{3})-p(?P<level>[012])$")
 

@@ -11,17 +11,16 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from envs.tomsb.benchmark import scenario_record, to_jsonl
-from envs.tomsb.generator import SPLITS, generate_benchmark, split_by_universe, universe_key
-from envs.tomsb.loaders import (
+from tomgym.envs.tomsb.benchmark import scenario_record, to_jsonl
+from tomgym.envs.tomsb.generator import SPLITS, generate_benchmark, split_by_universe, universe_key
+from tomgym.envs.tomsb.loaders import (
     ScenarioFileError,
     load_raw_scenario,
     load_scenarios,
     load_transformed_example,
     scenario_from_record,
 )
-from envs.tomsb.universe import UniverseError
+from tomgym.envs.tomsb.universe import UniverseError
 
 
 @pytest.fixture(scope="module")

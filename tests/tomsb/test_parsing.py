@@ -8,16 +8,16 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from envs.tomsb.game import AttackerMove, DefenderMove
-from envs.tomsb.parsing import (
+from tomgym.envs.tomsb.game import AttackerMove, DefenderMove
+from tomgym.envs.tomsb.parsing import (
     MAX_ANSWER_CHARS,
     MAX_REPLY_CHARS,
     extract_json_object,
     parse_attacker,
     parse_defender,
 )
-from envs.tomsb.universe import Universe
+from tomgym.envs.tomsb.universe import Universe
+
 from tests.tomsb.test_env import FIXTURE_TREE
 
 U = Universe.from_dict(FIXTURE_TREE)

@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from envs.tomsb.benchmark import from_jsonl, load_benchmark
-from scripts.scenarios_cmd import add_subparser, run_scenarios_cli
+from tomgym.envs.tomsb.benchmark import from_jsonl, load_benchmark
+from tomgym.scripts.scenarios_cmd import add_subparser, run_scenarios_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -121,7 +120,7 @@ def test_real_process_prints_one_line_and_fails(tmp_path: Path) -> None:
         '"ground_truth": {}, "prior_level": 0}\n'
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "scripts.scenarios_cmd", "validate", str(bad)],
+        [sys.executable, "-m", "tomgym.scripts.scenarios_cmd", "validate", str(bad)],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -9,12 +9,12 @@ from typing import Any
 
 import gymnasium
 import pytest
+import tomgym.envs  # noqa: F401 - registers tomgym/TomSBDefender-v0
 from gymnasium.utils.env_checker import check_env
+from tomgym.envs.tomsb.env import ATTACKER
+from tomgym.envs.tomsb.single_agent import TomSBDefenderEnv
+from tomgym.envs.turn import Turn
 
-import envs  # noqa: F401 - registers tomgym/TomSBDefender-v0
-from envs.tomsb.env import ATTACKER
-from envs.tomsb.single_agent import TomSBDefenderEnv
-from envs.turn import Turn
 from tests.tomsb.test_env import (
     AdoptingAttacker,
     consistent_liar,

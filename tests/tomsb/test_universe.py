@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from envs.tomsb.universe import Scenario, Universe, UniverseError, normalise_name
+from tomgym.envs.tomsb.universe import Scenario, Universe, UniverseError, normalise_name
 
 
 def make_tree() -> dict[str, Any]:

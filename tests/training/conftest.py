@@ -11,7 +11,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def play_games() -> Any:
-    from training.runner import play_games
+    from tomgym.training.runner import play_games
 
     return play_games
 
@@ -20,7 +20,7 @@ def play_games() -> Any:
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    from agents.default_model import default_model_path
+    from tomgym.agents.default_model import default_model_path
 
     source = default_model_path()
     tokenizer = transformers.AutoTokenizer.from_pretrained(source)

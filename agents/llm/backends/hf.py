@@ -28,15 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
-
-from agents.llm.backends import (
+from tomgym.agents.llm.backends import (
     BackendError,
     BackendStats,
     Chat,
     GenerationResult,
     TokenizerChatMixin,
 )
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +68,7 @@ def resolve_model(model: str | Path) -> tuple[str, bool]:
     that looks like a path but does not exist is an error; any other string is a Hub id.
     """
     if str(model) == "default":
-        from agents.default_model import default_model_path
+        from tomgym.agents.default_model import default_model_path
 
         return str(default_model_path()), True
     path = Path(model).expanduser()

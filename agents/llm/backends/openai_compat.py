@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from agents.llm.backends import (
+from tomgym.agents.llm.backends import (
     BackendError,
     BackendStats,
     Chat,

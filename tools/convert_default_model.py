@@ -1,6 +1,6 @@
 """Convert the bundled SmolLM2-135M-Instruct GGUF to a cached Hugging Face checkpoint.
 
-Usage: `python -m scripts.convert_default_model [--cache-dir DIR]`. Prints the checkpoint path.
+Usage: `python -m tools.convert_default_model [--cache-dir DIR]`. Prints the checkpoint path.
 Safe to run repeatedly: an intact cache is reused, a corrupt one is rebuilt.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agents.default_model import DefaultModelError, default_model_path
+from tomgym.agents.default_model import DefaultModelError, default_model_path
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,7 @@ Stages, each evaluated on the same held-out validation games (greedy, paired by 
 Prints one JSON object: per-stage mean reward and components, and for each stage pair the mean
 paired difference with a 95% paired-bootstrap CI and a t-interval.
 
-    python -m scripts.bench_learning [--steps 3] [--eval-games 16] [--sft-steps 12] [--out runs/bench_learning]
+    python -m bench.bench_learning [--steps 3] [--eval-games 16] [--sft-steps 12] [--out runs/bench_learning]
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.manual_seed(args.seed)
-    from training.train_config import TrainConfig
-    from training.trainer import (
+    from tomgym.training.train_config import TrainConfig
+    from tomgym.training.trainer import (
         TrainingSession,
         build_trainer,
         eval_rows,

