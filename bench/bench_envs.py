@@ -76,7 +76,7 @@ def parallel_games(offset: int, games: int) -> int:
 
 
 def tomsb_episodes(offset: int, games: int) -> int:
-    from tomgym.agents.tomsb_defenders import make_scripted_tomsb_policy
+    from tomgym.agents.tomsb_policies import make_scripted_tomsb_policy
     from tomgym.training.runner import GameSpec, play_games
 
     policies = {

@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.manual_seed(args.seed)
-    from tomgym.training.train_config import TrainConfig
-    from tomgym.training.trainer import (
+    from tomgym.training.rl.train_config import TrainConfig
+    from tomgym.training.rl.trainer import (
         TrainingSession,
         build_trainer,
         eval_rows,

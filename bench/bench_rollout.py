@@ -1,219 +1,290 @@
-"""Rollout benchmark: how fast the batched runner plays TOM-SB with an LLM defender, and how
-close it gets to the raw speed of batched generation on the same work.
+"""Rollout benchmark: multi-turn TOM-SB episodes with and without the KV cache, on identical work.
 
-For each concurrency level (default 1, 8, 32 games at once) it plays `max(games, concurrency)`
-TOM-SB episodes through `training.runner.play_games` with the default model (SmolLM2-135M-
-Instruct via `agents.llm.make_llm_policy`, or `--model SPEC`) as the defender against scripted
-attackers (variants cycled over games), recording every batch of chats the policy sends to the
-backend. It then replays exactly those batches through the backend's plain batched `generate`
-(same chats, sampling settings and seeds), so "runner" and "raw" rates are measured on identical
-work. Printed as one JSON object:
+The defender is the default model (SmolLM2-135M-Instruct through `agents.llm.make_llm_policy`,
+or `--model SPEC`) against scripted attackers (variants cycled over games), greedy, with the same
+seeds in both modes, played by `training.runner.play_games`. The two policies share one set of
+weights; one keeps per-conversation KV caches (`kv_cache=true`, the default), the other encodes
+every turn in full (`kv_cache=false`); both stop decoding at the close of the answer.
 
-    {"config": {...}, "levels": [{"concurrency", "games", "wall_seconds", "episodes_per_min",
-      "completion_tokens", "tokens_per_s", "speedup_vs_1" (episodes/min over the 1-game level),
-      "outside_model_share" (share of wall time not spent inside the LLM policy's act_batch,
-      from RunStats), "outside_policies_share" (not inside any policy), "policy_calls",
-      "raw": {"seconds", "completion_tokens", "tokens_per_s"}, "runner_vs_raw" (runner
-      tokens/s over raw tokens/s), "outcomes": {...}}]}
+Measured, each for the cached and the uncached policy:
+- at each concurrency level (default 1, 8, 32 games at once, `--turns` attacker turns each):
+  episodes/min, prefilled tokens per episode (tokens actually fed to the model), completion
+  tokens, the share of wall time outside the model (not inside the defender's `act_batch`), and
+  the cached/uncached ratio of episodes/min (`cached_vs_uncached`);
+- cost growth: seconds and prefilled tokens per episode at 4, 8 and 15 attacker turns
+  (`--growth-turns`, at `--growth-concurrency` games), with the exponent of a least-squares fit
+  `cost ~ turns^k` (1 = linear, 2 = quadratic);
+- `identical_greedy`: every defender answer of every episode is the same with and without cache;
+- the peak resident memory of the process and the peak number of cached tokens.
 
-The default workload is bounded to finish in a few minutes on a laptop CPU: 3 attacker turns
-per game, so 2 defender answers (`--max-attacker-turns`), 48 new tokens per answer (`--max-new-tokens`), 1 re-ask
-(`--max-retries`). Raise them (and `--levels 1,8,32,64`) to measure realistic workloads.
+The defaults (32 new tokens per answer, growth at 4 games, one torch thread) keep the run to
+about 20 minutes on a shared 2-core CPU; raise them for realistic workloads.
 
-    python -m bench.bench_rollout [--levels 1,8,32] [--games 0] [--model default]
-        [--max-new-tokens 48] [--max-attacker-turns 3] [--max-retries 1] [--num-threads N]
-        [--temperature 0.7] [--split test] [--out bench.json]
+Progress goes to stderr; the last line of stdout is one JSON object:
+
+    {"config": {...}, "levels": [{"concurrency", "games", "cached": {...}, "uncached": {...},
+      "cached_vs_uncached"}], "cached_vs_uncached": {"1": r, "8": r, "32": r},
+     "speedup_32_vs_1_cached", "growth": {"turns", "cached": {...}, "uncached": {...}},
+     "identical_greedy": true|false, "peak_rss_mb", "cache": {...}}
+
+    python -m bench.bench_rollout [--levels 1,8,32] [--turns 8] [--growth-turns 4,8,15]
+        [--growth-concurrency 4] [--max-new-tokens 32] [--max-retries 0] [--model default]
+        [--num-threads 1] [--split test] [--out bench.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import resource
 import sys
 import time
-from collections.abc import Sequence
 from typing import Any
 
 ATTACKERS = ("base", "cross_examiner", "deception_aware", "bluffing")
+ENV_ID = "tomgym/tomsb-v0"
 
 
-class _Recorder:
-    """Wraps a backend's `generate` to keep every call (chats and sampling arguments)."""
-
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-        self.calls: list[tuple[list[Any], dict[str, Any]]] = []
-        self._generate = backend.generate
-
-    def __enter__(self) -> _Recorder:
-        def generate(chats: Sequence[Any], **kwargs: Any) -> list[str]:
-            self.calls.append(([list(map(dict, c)) for c in chats], dict(kwargs)))
-            return self._generate(chats, **kwargs)
-
-        self.backend.generate = generate
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        del self.backend.generate  # back to the class method
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
-def _games(n: int, split: str, offset: int) -> list[Any]:
+def _games(n: int, split: str, tag: str) -> list[Any]:
     from tomgym.training.runner import GameSpec
 
+    # The seed depends on the game's index only, so every level and mode plays the same games.
     return [
-        GameSpec(
-            f"bench-{offset}-{i}",
-            1000 * offset + i,
-            {"split": split, "attacker": ATTACKERS[i % len(ATTACKERS)]},
-        )
+        GameSpec(f"bench-{tag}-{i}", 1000 + i, {"split": split, "attacker": ATTACKERS[i % 4]})
         for i in range(n)
     ]
 
 
-def run_level(
-    policy: Any, concurrency: int, games: int, args: argparse.Namespace
-) -> dict[str, Any]:
-    from tomgym.agents.tomsb_defenders import make_scripted_tomsb_policy
-    from tomgym.training.evaluate import RoutedPolicy
+def _defender_answers(record: dict[str, Any]) -> list[str]:
+    """The defender's raw answers in an episode record, in order (for greedy comparison)."""
+    return [str(turn["raw"]) for turn in record["turns"] if turn["agent"] == "defender_0"]
+
+
+def play(
+    policy: Any, concurrency: int, games: int, turns: int, args: argparse.Namespace, tag: str
+) -> tuple[dict[str, Any], list[list[str]]]:
+    """Play `games` episodes at `concurrency`; returns (measurements, defender answers)."""
+    from tomgym.agents.tomsb_policies import make_scripted_tomsb_policy
+    from tomgym.training.routing import RoutedPolicy
     from tomgym.training.runner import RunStats, play_games
 
     backend = policy.backend
+    backend.invalidate_cache()  # every measurement starts cold
+    specs = _games(games, args.split, tag)
+    # Fresh scripted attackers per run (they keep per-game state), all variants behind one
+    # policy object, so the defender's batches hold games of every variant.
     attackers = {v: make_scripted_tomsb_policy(v, seed=0) for v in ATTACKERS}
-    specs = _games(games, args.split, concurrency)
-    # Scripted attackers of every variant behind one policy object, so the LLM defender's
-    # batches hold the games of all variants.
     router = RoutedPolicy(
         {g.game_id: {"attacker_0": attackers[g.options["attacker"]]} for g in specs}
     )
     stats = RunStats()
-    tokens_before = backend.stats.completion_tokens
-    env_config = {
-        "max_attacker_turns": args.max_attacker_turns,
-        "max_retries": args.max_retries,
-        "split": args.split,
-    }
-    with _Recorder(backend) as recorder:
-        start = time.perf_counter()
-        records = play_games(
-            "tomgym/tomsb-v0",
-            specs,
-            {"defender_0": policy, "attacker_0": router},
-            concurrency=concurrency,
-            env_config=env_config,
-            record_prompts=False,
-            stats=stats,
-        )
-        wall = time.perf_counter() - start
-    tokens = backend.stats.completion_tokens - tokens_before
-
-    # The same batches again, straight through the backend: the raw rate on identical work.
-    raw_before = backend.stats.completion_tokens
-    raw_start = time.perf_counter()
-    for chats, kwargs in recorder.calls:
-        backend.generate(chats, **kwargs)
-    raw_seconds = time.perf_counter() - raw_start
-    raw_tokens = backend.stats.completion_tokens - raw_before
-
+    before = backend.cache_stats()
+    completion_before = backend.stats.completion_tokens
+    start = time.perf_counter()
+    records = play_games(
+        ENV_ID,
+        specs,
+        {"defender_0": policy, "attacker_0": router},
+        concurrency=concurrency,
+        env_config={
+            "max_attacker_turns": turns,
+            "max_retries": args.max_retries,
+            "split": args.split,
+        },
+        record_prompts=False,
+        stats=stats,
+    )
+    wall = time.perf_counter() - start
+    after = backend.cache_stats()
     model_seconds = stats.policy_seconds.get(policy.name, 0.0)
-    outcomes: dict[str, int] = {}
-    for record in records:
-        outcomes[str(record["outcome"])] = outcomes.get(str(record["outcome"]), 0) + 1
-    tokens_per_s = tokens / wall if wall else 0.0
-    raw_rate = raw_tokens / raw_seconds if raw_seconds else 0.0
-    return {
-        "concurrency": concurrency,
+    prefill = after["prefill_tokens"] - before["prefill_tokens"]
+    attacker_turns = [
+        sum(1 for t in r["turns"] if t["agent"] == "attacker_0" and not t["side_question"])
+        for r in records
+    ]
+    result = {
         "games": games,
         "wall_seconds": round(wall, 3),
-        "episodes_per_min": round(60 * games / wall, 3) if wall else None,
-        "completion_tokens": tokens,
-        "tokens_per_s": round(tokens_per_s, 2),
-        "outside_model_share": round(max(0.0, 1 - model_seconds / wall), 4) if wall else None,
-        "outside_policies_share": round(stats.outside_policy_fraction, 4),
-        "policy_calls": dict(stats.policy_calls),
-        "generate_calls": len(recorder.calls),
-        "raw": {
-            "seconds": round(raw_seconds, 3),
-            "completion_tokens": raw_tokens,
-            "tokens_per_s": round(raw_rate, 2),
-        },
-        "runner_vs_raw": round(tokens_per_s / raw_rate, 3) if raw_rate else None,
-        "outcomes": outcomes,
+        "episodes_per_min": round(60 * games / wall, 3),
+        "seconds_per_episode": round(wall / games, 3),
+        "prefill_tokens_per_episode": round(prefill / games, 1),
+        "reused_tokens_per_episode": round(
+            (after["reused_tokens"] - before["reused_tokens"]) / games, 1
+        ),
+        "completion_tokens_per_episode": round(
+            (backend.stats.completion_tokens - completion_before) / games, 1
+        ),
+        "prefix_mismatches": after["prefix_mismatches"] - before["prefix_mismatches"],
+        "outside_model_share": round(max(0.0, 1 - model_seconds / wall), 4),
+        "defender_turns": stats.policy_calls.get(policy.name, 0),
+        "mean_attacker_turns": round(sum(attacker_turns) / len(attacker_turns), 2),
     }
+    ordered = sorted(records, key=lambda r: str(r["game_id"]))
+    return result, [_defender_answers(r) for r in ordered]
+
+
+def _fit_exponent(turns: list[int], costs: list[float]) -> float | None:
+    """Least-squares slope of log(cost) on log(turns)."""
+    points = [(math.log(t), math.log(c)) for t, c in zip(turns, costs, strict=True) if c > 0]
+    if len(points) < 2:
+        return None
+    mean_x = sum(x for x, _ in points) / len(points)
+    mean_y = sum(y for _, y in points) / len(points)
+    var = sum((x - mean_x) ** 2 for x, _ in points)
+    cov = sum((x - mean_x) * (y - mean_y) for x, y in points)
+    return round(cov / var, 3) if var else None
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    values = [int(x) for x in text.split(",") if x.strip()]
+    if not values or min(values) < 1:
+        raise ValueError(f"{flag} must hold positive integers, got {text!r}")
+    return values
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench_rollout", description=__doc__.splitlines()[0])
     parser.add_argument("--levels", default="1,8,32", help="concurrency levels")
-    parser.add_argument("--games", type=int, default=0, help="games per level (0 = the level)")
-    parser.add_argument("--min-games", type=int, default=4, help="at least this many per level")
+    parser.add_argument("--turns", type=int, default=8, help="attacker turns per episode")
+    parser.add_argument("--growth-turns", default="4,8,15", help="episode lengths to fit")
+    parser.add_argument("--growth-concurrency", type=int, default=4)
     parser.add_argument("--model", default="default", help="LLM policy spec for the defender")
-    parser.add_argument("--max-new-tokens", type=int, default=48)
-    parser.add_argument("--max-attacker-turns", type=int, default=3)
-    parser.add_argument("--max-retries", type=int, default=1)
-    parser.add_argument("--temperature", type=float, default=0.7)
-    parser.add_argument("--num-threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--max-retries", type=int, default=0)
+    # One thread: on a shared, oversubscribed CPU it was much faster than two (docs/llm.md).
+    parser.add_argument("--num-threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--split", default="test")
     parser.add_argument("--out", default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
     try:
-        levels = [int(x) for x in args.levels.split(",") if x.strip()]
-    except ValueError:
-        print(
-            f"error: --levels must be comma-separated integers, got {args.levels!r}",
-            file=sys.stderr,
-        )
-        return 1
-    if not levels or min(levels) < 1:
-        print("error: --levels must hold positive integers", file=sys.stderr)
+        levels = _int_list(args.levels, "--levels")
+        growth_turns = _int_list(args.growth_turns, "--growth-turns") if args.growth_turns else []
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 1
 
-    from tomgym.agents.llm import make_llm_policy
+    from tomgym.agents.llm import LLMPolicy, make_llm_policy
+    from tomgym.agents.llm.backends.hf import HFBackend
 
     overrides: dict[str, Any] = {
         "max_new_tokens": args.max_new_tokens,
-        "temperature": args.temperature,
-        "max_batch_size": max(levels),
+        "temperature": 0.0,
+        "max_batch_size": max([*levels, args.growth_concurrency]),
+        "name": "defender-cached",
     }
-    if args.num_threads is not None:
+    if args.num_threads > 0:
         overrides["num_threads"] = args.num_threads
     load_start = time.perf_counter()
     try:
-        policy = make_llm_policy(args.model, **overrides)
+        cached = make_llm_policy(args.model, **overrides)
     except (ValueError, OSError, ImportError) as exc:
         print(f"error: cannot load {args.model!r}: {exc}", file=sys.stderr)
         return 1
+    if not isinstance(cached.backend, HFBackend):
+        print(
+            "error: the benchmark measures the transformers backend (hf:/default)", file=sys.stderr
+        )
+        return 1
     load_seconds = time.perf_counter() - load_start
+    # Same weights, no cache: the only difference between the two policies.
+    plain_backend = HFBackend.from_model(
+        cached.backend.model,
+        cached.backend.tokenizer,
+        model_name=cached.backend.model_name,
+        max_batch_size=overrides["max_batch_size"],
+        kv_cache=False,
+    )
+    plain_backend.num_threads = cached.backend.num_threads
+    uncached = LLMPolicy(
+        plain_backend, name="defender-uncached", temperature=0.0, max_new_tokens=args.max_new_tokens
+    )
+    modes = {"cached": cached, "uncached": uncached}
 
-    results = []
+    identical = True
+    level_results = []
     for concurrency in levels:
-        games = args.games or max(concurrency, args.min_games)
-        results.append(run_level(policy, concurrency, games, args))
-        print(json.dumps(results[-1]), file=sys.stderr)  # progress, one line per level
-    base = next((r for r in results if r["concurrency"] == 1), None)
-    for result in results:
-        if base and base["episodes_per_min"]:
-            result["speedup_vs_1"] = round(result["episodes_per_min"] / base["episodes_per_min"], 3)
+        entry: dict[str, Any] = {"concurrency": concurrency, "games": concurrency}
+        answers = {}
+        for mode, policy in modes.items():
+            entry[mode], answers[mode] = play(
+                policy, concurrency, concurrency, args.turns, args, f"c{concurrency}"
+            )
+            _log(f"level {concurrency} {mode}: {json.dumps(entry[mode])}")
+        same = answers["cached"] == answers["uncached"]
+        identical &= same
+        entry["identical_greedy"] = same
+        entry["cached_vs_uncached"] = round(
+            entry["cached"]["episodes_per_min"] / entry["uncached"]["episodes_per_min"], 3
+        )
+        level_results.append(entry)
+
+    growth: dict[str, Any] = {"turns": growth_turns, "concurrency": args.growth_concurrency}
+    for mode, policy in modes.items():
+        seconds, prefill = [], []
+        for turns in growth_turns:
+            reuse = next(
+                (
+                    e[mode]
+                    for e in level_results
+                    if turns == args.turns and e["concurrency"] == args.growth_concurrency
+                ),
+                None,
+            )
+            if reuse is None:
+                reuse, _ = play(
+                    policy, args.growth_concurrency, args.growth_concurrency, turns, args, "g"
+                )
+                _log(f"growth {turns} turns {mode}: {json.dumps(reuse)}")
+            seconds.append(reuse["seconds_per_episode"])
+            prefill.append(reuse["prefill_tokens_per_episode"])
+        growth[mode] = {
+            "seconds_per_episode": seconds,
+            "prefill_tokens_per_episode": prefill,
+            "exponent_seconds": _fit_exponent(growth_turns, seconds),
+            "exponent_prefill_tokens": _fit_exponent(growth_turns, prefill),
+        }
+
+    by_level = {e["concurrency"]: e for e in level_results}
+    one, top = by_level.get(1), by_level.get(max(levels))
     import torch
 
     report = {
         "config": {
             "model": args.model,
-            "backend": policy.backend.describe(),
+            "backend": cached.backend.describe(),
+            "turns": args.turns,
             "max_new_tokens": args.max_new_tokens,
-            "max_attacker_turns": args.max_attacker_turns,
             "max_retries": args.max_retries,
-            "temperature": args.temperature,
+            "temperature": 0.0,
             "torch_threads": torch.get_num_threads(),
             "load_seconds": round(load_seconds, 2),
         },
-        "levels": results,
+        "levels": level_results,
+        "cached_vs_uncached": {
+            str(e["concurrency"]): e["cached_vs_uncached"] for e in level_results
+        },
+        f"speedup_{max(levels)}_vs_1_cached": round(
+            top["cached"]["episodes_per_min"] / one["cached"]["episodes_per_min"], 3
+        )
+        if one and top
+        else None,
+        "growth": growth,
+        "identical_greedy": identical,
+        # ru_maxrss is in KiB on Linux.
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "cache": cached.backend.cache_stats(),
     }
-    text = json.dumps(report, indent=2)
-    print(text)
+    text = json.dumps(report)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:
-            handle.write(text + "\n")
-    policy.close()
+            handle.write(json.dumps(report, indent=2) + "\n")
+    print(text)
+    cached.close()
     return 0
 
 

@@ -21,9 +21,10 @@ from typing import Any
 
 import numpy as np
 from tomgym.agents.base import Turn
-from tomgym.agents.decrypto_baselines import EmbeddingDecryptoPolicy, stable_seed
+from tomgym.agents.decrypto_baselines import EmbeddingDecryptoPolicy
 from tomgym.agents.vectors import DEFAULT_VECTORS, VECTOR_NAMES
 from tomgym.envs import decrypto_v0
+from tomgym.envs.seeding import derive_seed
 
 DEFAULT_KS = (1, 4, 16, 64, 256)
 METRICS = ("rounds", "miscommunications", "interceptions", "team_win")
@@ -83,7 +84,7 @@ def run_k_sweep(
             totals = dict.fromkeys(METRICS, 0.0)
             for g in range(games):
                 finals = play_game(
-                    env, policies, f"k{k}-s{seed}-g{g}", stable_seed("k_sweep", seed, g) % 2**31
+                    env, policies, f"k{k}-s{seed}-g{g}", derive_seed("k_sweep", seed, g) % 2**31
                 )
                 info = finals["encoder_0"]
                 totals["rounds"] += info["rounds"]

@@ -3,7 +3,7 @@
 OpenEnv environments are typed: an `Action` dataclass goes in, an `Observation` dataclass
 (carrying `done`, `reward` and `metadata`) comes out of `reset()` and `step(action)`, and `state`
 reports the episode id and step count; a client loops `result = env.step(Action(...))` until
-`result.done`. `TomgymTextEnvironment` below has that shape over any `training.single_agent`
+`result.done`. `TomgymTextEnvironment` below has that shape over any `envs.wrappers.text`
 text env (TOM-SB defender, or any Decrypto role with the other roles played by policies), without
 importing OpenEnv, so the same class can be wrapped by an OpenEnv server (subclass its
 `Environment` and keep these three members).
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tomgym.agents.base import Turn
-from tomgym.training.single_agent import DecryptoTextEnv, TextEnv, TomSBDefenderTextEnv
+from tomgym.envs.wrappers.text import DecryptoTextEnv, TextEnv, TomSBDefenderTextEnv
 
 
 @dataclass
@@ -88,7 +88,7 @@ class TomgymTextEnvironment:
 def make_environment(task: str) -> tuple[TomgymTextEnvironment, Any]:
     """The environment and a scripted client policy for `task` ("tomsb" or "decrypto")."""
     if task == "tomsb":
-        from tomgym.agents.tomsb_defenders import make_scripted_tomsb_policy
+        from tomgym.agents.tomsb_policies import make_scripted_tomsb_policy
 
         env: TextEnv = TomSBDefenderTextEnv(attacker="base", split="validation")
         return TomgymTextEnvironment(env), make_scripted_tomsb_policy("tom_heuristic", seed=0)

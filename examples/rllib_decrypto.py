@@ -2,7 +2,7 @@
 
 RLlib's new API stack (RLModule + Learner, EnvRunner), its PettingZoo wrapper
 `ParallelPettingZooEnv`, and a multi-agent config whose only trained policy is the learner's:
-the env (`training.single_agent.DecryptoLearnerEnv`) exposes just the learning agent and plays
+the env (`envs.wrappers.learner.DecryptoLearnerEnv`) exposes just the learning agent and plays
 the encoder and decoder (or encoder and interceptor) with `EmbeddingDecryptoPolicy` inside
 `step`. Observations are the numeric features of `tomgym/decrypto-numeric-v0` (GloVe cosines,
 per-code scores, codes already played, round/token counts), actions `Discrete(24)`.
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from tomgym.agents.base import Turn
 from tomgym.agents.decrypto_baselines import EmbeddingDecryptoPolicy
-from tomgym.training.single_agent import DecryptoLearnerEnv, numeric_action
+from tomgym.envs.wrappers.learner import DecryptoLearnerEnv, numeric_action
 
 ENV_NAME = "tomgym_decrypto_learner"
 ROLES = {"interceptor": "interceptor_0", "decoder": "decoder_0"}

@@ -4,7 +4,7 @@ verifiers' `MultiTurnEnv` runs each dataset row (`prompt`, `info`, ...) as a rol
 per-rollout `state`, then repeatedly ask the model for a reply to the prompt messages, let
 `env_response(messages, state)` answer it, and stop when `is_completed(messages, state)`; a rubric
 scores the finished state. `TomgymMultiTurnEnv` below has exactly that shape over
-`training.datasets` rows and `training.single_agent` text envs, without importing verifiers (so it
+`envs.wrappers.datasets` rows and `envs.wrappers.text` text envs, without importing verifiers (so it
 runs anywhere; subclass `verifiers.MultiTurnEnv` with the same three methods to plug it in).
 
 Two details matter for tomgym and are handled by the text env, not by the loop:
@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tomgym.agents.base import Turn
-from tomgym.training.datasets import decrypto_dataset, text_env_for_row, tomsb_dataset
+from tomgym.envs.wrappers.datasets import decrypto_dataset, text_env_for_row, tomsb_dataset
 
 Messages = list[dict[str, str]]
 Model = Callable[[Messages, dict[str, Any]], str]
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
 
     if args.task == "tomsb":
-        from tomgym.agents.tomsb_defenders import make_scripted_tomsb_policy
+        from tomgym.agents.tomsb_policies import make_scripted_tomsb_policy
 
         dataset = tomsb_dataset("validation", attackers=("base",), max_scenarios=args.rows)
         env = TomgymMultiTurnEnv(dataset)

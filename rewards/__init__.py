@@ -3,6 +3,7 @@
 - `rewards.tomsb`: fooling, tom_prior, stepwise_tom, leak_penalty (TOM-SB defender).
 - `rewards.decrypto`: win, miscommunication, interception, rounds_survived, tom_probe_accuracy.
 - `rewards.shaping`: format_ok, length_reward (any env).
+- `rewards.episode`: the episode record every reward reads (`EpisodeRecord`, accessors).
 - `rewards.composer`: `RewardComposer(weights, gate="format")` -> `(total, components)`.
 """
 
@@ -10,11 +11,13 @@ from __future__ import annotations
 
 from tomgym.rewards.composer import COMPONENTS, RewardComposer, RewardContext, default_agent
 from tomgym.rewards.decrypto import tom_probe_accuracy
+from tomgym.rewards.episode import EpisodeRecord, RecordError
 from tomgym.rewards.shaping import format_ok, length_reward
-from tomgym.rewards.tomsb import RecordError, fooling, leak_penalty, stepwise_tom, tom_prior
+from tomgym.rewards.tomsb import fooling, leak_penalty, stepwise_tom, tom_prior
 
 __all__ = [
     "COMPONENTS",
+    "EpisodeRecord",
     "RecordError",
     "RewardComposer",
     "RewardContext",

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tomgym.rewards.tomsb import RecordError, final_infos
+from tomgym.rewards.episode import RecordError, final_infos
 
 ENDINGS = ("survived", "miscommunication", "interception", "both")
 TEAM = ("encoder_0", "decoder_0")

@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tomgym.rewards.tomsb import RecordError
+from tomgym.rewards.episode import RecordError
 
 LENGTH_FULL_CREDIT = 100
 LENGTH_ZERO_CREDIT = 200

@@ -23,25 +23,9 @@ from typing import Any
 
 from tomgym.envs.tomsb.game import OUTCOMES, belief_matches
 from tomgym.envs.tomsb.universe import normalise_name
+from tomgym.rewards.episode import RecordError, final_infos
 
 DEFENDER = "defender_0"
-
-
-class RecordError(ValueError):
-    """An episode record that lacks what a reward needs; the message names the missing field."""
-
-
-def final_infos(record: Mapping[str, Any], agent: str = DEFENDER) -> Mapping[str, Any]:
-    """`record["infos"][agent]`, with a clear error when the record is not a finished episode."""
-    infos = record.get("infos")
-    if not isinstance(infos, Mapping):
-        raise RecordError(f"episode record {record.get('game_id')!r} has no 'infos' mapping")
-    info = infos.get(agent)
-    if not isinstance(info, Mapping):
-        raise RecordError(
-            f"episode record {record.get('game_id')!r} has no final infos for agent {agent!r}"
-        )
-    return info
 
 
 def _field(info: Mapping[str, Any], key: str, record: Mapping[str, Any]) -> Any:

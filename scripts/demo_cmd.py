@@ -73,8 +73,8 @@ def decrypto_game() -> None:
 
 
 def evaluate(defender: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from tomgym.training.evaluate import evaluate_tomsb
-    from tomgym.training.report import make_report
+    from tomgym.training.eval.jobs import evaluate_tomsb
+    from tomgym.training.eval.report import make_report
 
     summary = evaluate_tomsb(
         defender,
@@ -113,8 +113,8 @@ def run_demo(args: argparse.Namespace) -> int:
     trained_spec = None
     if not args.skip_training:
         _banner("3. Training a LoRA double-agent defender (SFT warm start + Dr. GRPO) on CPU")
-        from tomgym.training.train_config import TrainConfig
-        from tomgym.training.trainer import train
+        from tomgym.training.rl.train_config import TrainConfig
+        from tomgym.training.rl.trainer import train
 
         overrides = [
             f"output_dir={out / 'train'}",

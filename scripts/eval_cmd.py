@@ -57,7 +57,7 @@ def _guarded(run: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.Nam
     """Run an evaluation; every expected failure becomes one error line and exit status 1."""
 
     def handler(args: argparse.Namespace) -> int:
-        from tomgym.training.metrics import MetricsError
+        from tomgym.training.eval.metrics import MetricsError
         from tomgym.training.run_folder import RunFolderError
         from tomgym.training.runner import RunnerError
 
@@ -78,7 +78,7 @@ def _guarded(run: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.Nam
 def _report(args: argparse.Namespace) -> None:
     if args.no_report:
         return
-    from tomgym.training.report import make_report
+    from tomgym.training.eval.report import make_report
 
     paths = make_report(args.out)
     print(f"report: {len(paths)} files under {args.out}")
@@ -93,7 +93,7 @@ def _print_tables(out: str) -> None:
 
 
 def _run_tomsb(args: argparse.Namespace) -> None:
-    from tomgym.training.evaluate import evaluate_tomsb
+    from tomgym.training.eval.jobs import evaluate_tomsb
 
     env_config: dict[str, Any] = {}
     if args.max_attacker_turns is not None:
@@ -117,7 +117,7 @@ def _run_tomsb(args: argparse.Namespace) -> None:
 
 
 def _run_decrypto(args: argparse.Namespace) -> None:
-    from tomgym.training.evaluate import evaluate_decrypto
+    from tomgym.training.eval.jobs import evaluate_decrypto
 
     env_config: dict[str, Any] = {}
     if args.tom:
@@ -144,7 +144,7 @@ def _run_decrypto(args: argparse.Namespace) -> None:
 
 
 def _run_replay(args: argparse.Namespace) -> None:
-    from tomgym.training.evaluate import replay_decrypto
+    from tomgym.training.eval.replay import replay_decrypto
 
     replay_decrypto(
         args.policy,

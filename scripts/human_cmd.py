@@ -291,7 +291,7 @@ def run_human(args: argparse.Namespace) -> int:
         _close(policies)
         records = folder.records()
         if records:
-            from tomgym.training.metrics import summarize
+            from tomgym.training.eval.metrics import summarize
 
             folder.write_summary(summarize(records, group_by=None))
     return status

@@ -158,7 +158,7 @@ def run_play(args: argparse.Namespace) -> int:
 
 
 def summarize_run(records: list[dict[str, Any]]) -> dict[str, Any]:
-    from tomgym.training.metrics import summarize
+    from tomgym.training.eval.metrics import summarize
 
     return summarize(records, group_by=None)
 

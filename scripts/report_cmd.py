@@ -22,8 +22,8 @@ def _error(message: object) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from tomgym.training.metrics import MetricsError
-    from tomgym.training.report import make_report
+    from tomgym.training.eval.metrics import MetricsError
+    from tomgym.training.eval.report import make_report
     from tomgym.training.run_folder import RunFolderError
 
     run_dir = Path(args.run_dir)

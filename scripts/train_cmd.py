@@ -31,7 +31,7 @@ def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tomgym.training.train_config import ConfigError, TrainConfig
+    from tomgym.training.rl.train_config import ConfigError, TrainConfig
 
     if args.help_config:
         for name, text in TrainConfig.help().items():
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"tomgym train: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    from tomgym.training.trainer import train
+    from tomgym.training.rl.trainer import train
 
     summary = train(config, resume=args.resume)
     print(json.dumps({"best": summary.get("best"), "grpo": summary.get("grpo")}, default=str))

@@ -1,0 +1,13 @@
+"""Jobs on top of the environments: the batched runner, evaluation and RL training.
+
+- `runner`: many games at once, one `act_batch` call per policy per tick, one episode record
+  per finished game (`tomgym.rewards.episode.EpisodeRecord`).
+- `routing`: `RoutedPolicy`, the one router (per game and agent), and `forget_game`.
+- `run_folder`: `config.yaml` + `games.jsonl` + `summary.json`, crash-safe and resumable.
+- `policy_specs`: the strings that name a player on the command line.
+- `eval/`: evaluation jobs, metrics, tables, reports, the HTML viewer.
+- `rl/`: episode tokens, the episode player, the Dr. GRPO trainer and its TRL adapter.
+
+`eval` and `rl` import the runner, never the other way round; `rl` uses `eval` for its
+validation tables, `eval` never imports `rl`.
+"""

@@ -64,7 +64,7 @@ def make_policy(spec: str, *, seed: int = 0, **overrides: Any) -> Policy:
             )
         return EmbeddingDecryptoPolicy(k=k, seed=seed, vectors=vectors)
     if spec.startswith("scripted:"):
-        from tomgym.agents.tomsb_defenders import make_scripted_tomsb_policy
+        from tomgym.agents.tomsb_policies import make_scripted_tomsb_policy
 
         return make_scripted_tomsb_policy(spec.partition(":")[2], seed=seed)
     if spec == "human":

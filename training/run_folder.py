@@ -2,7 +2,8 @@
 
 Records are appended one line at a time with flush + fsync, so a run killed at any moment (even
 SIGKILL mid-write) leaves at most one torn last line; `completed_ids` cuts it off before a resumed
-run appends, so no game is lost, duplicated or corrupted.
+run appends, so no game is lost, duplicated or corrupted. Records are read back with
+`tomgym.rewards.episode.load_record`, so files written by earlier versions still load.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from tomgym.rewards.episode import EpisodeRecord, RecordError, load_record
 
 CONFIG_FILE = "config.yaml"
 GAMES_FILE = "games.jsonl"
@@ -83,14 +85,14 @@ class RunFolder:
         self.repair()
         return {record["game_id"] for record in self.iter_records()}
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: EpisodeRecord) -> None:
         line = json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
         with self.games_path.open("a", encoding="utf-8") as handle:
             handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
 
-    def iter_records(self) -> Iterator[dict[str, Any]]:
+    def iter_records(self) -> Iterator[EpisodeRecord]:
         if not self.games_path.exists():
             raise RunFolderError(f"{self.path} holds no {GAMES_FILE}")
         with self.games_path.open(encoding="utf-8", errors="replace") as handle:
@@ -104,11 +106,12 @@ class RunFolder:
                         f"{self.games_path}:{number}: corrupt record ({exc.msg}); "
                         "a torn last line is repaired by --resume, other lines must be fixed by hand"
                     ) from None
-                if not isinstance(record, dict) or "game_id" not in record:
-                    raise RunFolderError(f"{self.games_path}:{number}: not an episode record")
-                yield record
+                try:
+                    yield load_record(record, f"{self.games_path}:{number}")
+                except RecordError as exc:
+                    raise RunFolderError(str(exc)) from None
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[EpisodeRecord]:
         return list(self.iter_records())
 
     def write_summary(self, summary: dict[str, Any]) -> Path:

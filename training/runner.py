@@ -2,10 +2,19 @@
 
 Each tick collects the pending turn of every running game, groups the turns by policy and makes
 one `act_batch` call per policy; games finish at different times and their slots are refilled
-from the work queue (no lockstep). Every finished game becomes one episode record (see
-`episode_record`), handed to `on_record` as soon as it ends, so a crash later in the run never
-loses a finished game. Evaluation and training both play through this module, so its speed is
-the training speed.
+from the work queue (no lockstep). Every finished game becomes one episode record
+(`tomgym.rewards.episode.EpisodeRecord`, built once by `episode_record`), handed to `on_record`
+as soon as it ends, so a crash later in the run never loses a finished game. Evaluation and
+training both play through this module, so its speed is the training speed.
+
+Per-game lifecycle: every distinct policy of a game gets `reset(game_id)` before its first turn;
+when the game ends its record is built, `on_record(record)` runs, and only then does every
+policy get `forget(game_id)` (see `training.routing.forget_game`). So `on_record` is the place to
+collect per-game state a policy holds (the trained agent's sampled tokens, an opponent's
+failure), and nothing survives the game after it.
+
+A `RoutedPolicy` may stand for several agents; the record then names, per agent, the policy the
+router assigned to that game, not the router.
 """
 
 from __future__ import annotations
@@ -20,6 +29,8 @@ import numpy as np
 import pettingzoo
 import tomgym.envs  # noqa: F401 - registers the environment ids
 from tomgym.agents.base import Policy, Turn
+from tomgym.rewards.episode import EpisodeRecord, new_record
+from tomgym.training.routing import RoutedPolicy, distinct, forget_game
 
 
 class RunnerError(RuntimeError):
@@ -28,11 +39,16 @@ class RunnerError(RuntimeError):
 
 @dataclass(frozen=True)
 class GameSpec:
-    """One game to play: its id (unique in a run), seed and env reset options."""
+    """One game to play: its id (unique in a run), seed and env reset options.
+
+    `eval` holds what the job asking for the game knows and the runner cannot (evaluation seed,
+    attacker label, matchup ...); it becomes the record's `eval` block.
+    """
 
     game_id: str
     seed: int
     options: Mapping[str, Any] = field(default_factory=dict)
+    eval: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -124,28 +140,30 @@ class _Game:
         self.turns.append(entry)
 
 
+def _description(policy: Policy, game_id: str, agent: str) -> dict[str, Any]:
+    if isinstance(policy, RoutedPolicy):
+        policy = policy.policy_for(game_id, agent)
+    return to_jsonable(policy.describe())
+
+
 def episode_record(
     game: _Game, env_id: str, env_config: Mapping[str, Any], policies: Mapping[str, Policy]
-) -> dict[str, Any]:
-    """The JSON record of a finished game (the contract rewards/ and reports read)."""
-    infos = {
-        agent: to_jsonable(game.env.infos.get(agent, {})) for agent in game.env.possible_agents
-    }
-    first = infos[game.env.possible_agents[0]]
-    return {
-        "game_id": game.spec.game_id,
-        "env_id": env_id,
-        "env_config": to_jsonable(env_config),
-        "seed": game.spec.seed,
-        "options": to_jsonable(game.spec.options),
-        "policies": {
-            agent: to_jsonable(policies[agent].describe()) for agent in game.env.possible_agents
-        },
-        "turns": game.turns,
-        "infos": infos,
-        "rewards": {agent: float(r) for agent, r in game.returns.items()},
-        "outcome": first.get("outcome", first.get("ending")),
-    }
+) -> EpisodeRecord:
+    """The record of a finished game (the contract rewards/ and reports read)."""
+    agents = game.env.possible_agents
+    game_id = game.spec.game_id
+    return new_record(
+        game_id=game_id,
+        env_id=env_id,
+        env_config=to_jsonable(env_config),
+        seed=game.spec.seed,
+        options=to_jsonable(game.spec.options),
+        policies={agent: _description(policies[agent], game_id, agent) for agent in agents},
+        turns=game.turns,
+        infos={agent: to_jsonable(game.env.infos.get(agent, {})) for agent in agents},
+        rewards=game.returns,
+        eval_block=to_jsonable(game.spec.eval),
+    )
 
 
 def play_games(
@@ -155,16 +173,17 @@ def play_games(
     *,
     concurrency: int = 8,
     env_config: Mapping[str, Any] | None = None,
-    on_record: Callable[[dict[str, Any]], None] | None = None,
-    progress: bool | Callable[[dict[str, Any]], None] = False,
+    on_record: Callable[[EpisodeRecord], None] | None = None,
+    progress: bool | Callable[[EpisodeRecord], None] = False,
     record_prompts: bool = True,
     stats: RunStats | None = None,
     max_turns_per_game: int = 10_000,
-) -> list[dict[str, Any]]:
+) -> list[EpisodeRecord]:
     """Play every game in `games` with `policies` (agent id -> policy) and return their records.
 
     `policies` must name a policy for every agent of the env. At most `concurrency` games run at
     once. `progress=True` shows a rich progress bar; a callable is called with each record.
+    `on_record` runs before the game's policies forget it (see the module docstring).
     A policy that raises stops the run with `RunnerError` after every finished game has been
     handed to `on_record`.
     """
@@ -179,23 +198,20 @@ def play_games(
     if len(set(ids)) != len(ids):
         raise ValueError("game ids must be unique within a run")
     stats = stats if stats is not None else RunStats()
-    records: list[dict[str, Any]] = []
+    records: list[EpisodeRecord] = []
     active: list[_Game] = []
     start = time.perf_counter()
     bar = _Progress(len(queue)) if progress is True else None
     queue.reverse()  # pop() from the end keeps the given order
-    distinct_policies = list({id(p): p for p in policies.values()}.values())
 
     def finish(game: _Game) -> None:
         record = episode_record(game, env_id, env_config, policies)
         records.append(record)
         stats.games += 1
-        for policy in distinct_policies:
-            forget = getattr(policy, "forget", None)
-            if callable(forget):
-                forget(game.spec.game_id)
         if on_record is not None:
             on_record(record)
+        for policy in distinct(policies[a] for a in game.env.possible_agents):
+            forget_game(policy, game.spec.game_id)
         if bar is not None:
             bar.update(record)
         elif callable(progress):
@@ -208,9 +224,7 @@ def play_games(
                 missing = [a for a in game.env.possible_agents if a not in policies]
                 if missing:
                     raise ValueError(f"no policy given for agent(s) {missing} of {env_id}")
-                for policy in {
-                    id(policies[a]): policies[a] for a in game.env.possible_agents
-                }.values():
+                for policy in distinct(policies[a] for a in game.env.possible_agents):
                     policy.reset(game.spec.game_id)
                 if game.done:
                     finish(game)
@@ -284,8 +298,8 @@ class _Progress:
         self.task = self.progress.add_task("games", total=total, outcomes="")
         self.progress.start()
 
-    def update(self, record: dict[str, Any]) -> None:
-        outcome = str(record.get("outcome"))
+    def update(self, record: EpisodeRecord) -> None:
+        outcome = str(record["outcome"])
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
         if self.progress is not None:
             text = " ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))

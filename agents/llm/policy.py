@@ -20,6 +20,9 @@ Contract (agents.base.Policy):
   first exchange goes last. Drops are counted in `stats["context_trims"]`.
 - Sampling is reproducible: every backend call gets a seed derived from `seed` and a per-policy
   call counter.
+- KV-cache reuse: a backend with `accepts_conversation_keys` (the HF backend, `kv_cache=true` by
+  default) gets `keys=[(game_id, agent), ...]` (None for stateless turns), so each turn prefills
+  only its new tokens; `reset(game_id)` drops that game's cached conversations.
 """
 
 from __future__ import annotations
@@ -101,6 +104,10 @@ class LLMPolicy:
     # -- Policy protocol -----------------------------------------------------------------------
 
     def reset(self, game_id: str) -> None:
+        self.forget(game_id)
+
+    def forget(self, game_id: str) -> None:
+        """Drop the conversations (and side threads) of every agent of `game_id`."""
         for store in (self._conversations, self._side_threads):
             for key in [k for k in store if k[0] == game_id]:
                 del store[key]
@@ -120,12 +127,18 @@ class LLMPolicy:
         for indices, temperature in groups:
             if not indices:
                 continue
+            cache_keys: dict[str, Any] = {}
+            if getattr(self.backend, "accepts_conversation_keys", False):
+                cache_keys["keys"] = [
+                    None if pending[i].stateless else pending[i].key for i in indices
+                ]
             texts = self.backend.generate(
                 [pending[i].chat for i in indices],
                 temperature=temperature,
                 top_p=self.top_p,
                 max_new_tokens=self.max_new_tokens,
                 seed=self._next_seed(),
+                **cache_keys,
             )
             if len(texts) != len(indices):
                 raise RuntimeError(
@@ -281,6 +294,9 @@ _BACKEND_KEYS: dict[str, dict[str, type]] = {
         "device_map": str,
         "max_batch_size": int,
         "num_threads": int,
+        "kv_cache": bool,
+        "kv_cache_max_tokens": int,
+        "stop_at_answer": bool,
     },
     "vllm": {
         "adapter": str,
@@ -357,7 +373,8 @@ def make_llm_policy(spec: str, **overrides: Any) -> LLMPolicy:
     `vllm:<model>`, `openai:<model>`, each optionally followed by `,key=value` options: policy
     keys (name, temperature, top_p, max_new_tokens, seed, side_question_temperature,
     system_override) and the backend's keys (hf: adapter, device, dtype, device_map,
-    max_batch_size, num_threads; vllm: adapter, dtype, tensor_parallel_size, gpu_memory_utilization,
+    max_batch_size, num_threads, kv_cache (default true), kv_cache_max_tokens, stop_at_answer
+    (default true); vllm: adapter, dtype, tensor_parallel_size, gpu_memory_utilization,
     max_model_len, max_lora_rank, enforce_eager; openai: base_url, api_key_env,
     max_concurrency, timeout, max_retries, response_format_json, on_failure, context_window).
     """

@@ -69,6 +69,7 @@ MAX_PROMPT_CHARS = 32_768
 MAX_ACTION_CHARS = 1_000_000
 ROLE_INDEX = {"encoder": 0, "decoder": 1, "interceptor": 2}
 ENV_ID = "tomgym/decrypto-v0"
+ACTION_MODES = ("text", "structured")
 _OPTION_KEYS = {"keywords", "codes", "play_on", "max_rounds", "prompt_variant", "tom"}
 
 
@@ -93,8 +94,8 @@ class DecryptoCore:
             raise ValueError(
                 f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}"
             )
-        if action_mode not in ("text", "structured"):
-            raise ValueError(f"action_mode must be 'text' or 'structured', got {action_mode!r}")
+        if action_mode not in ACTION_MODES:
+            raise ValueError(f"action_mode must be one of {ACTION_MODES}, got {action_mode!r}")
         if action_mode == "structured" and "false_belief" in tom:
             raise ValueError("the false_belief experiment needs text answers (action_mode='text')")
         if max_retries < 0:

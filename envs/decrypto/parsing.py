@@ -3,14 +3,23 @@
 Players answer with a line `ANSWER: <json>` (the paper's format). Parsing is tolerant: code
 fences, prose around the answer, a missing `ANSWER:` marker, a bare list, or guesses written as
 "3-1-4", "[3, 1, 4]", "3,1,4" or "314" are all read. Validation is strict: 3 non-empty hints of
-bounded length, 3 distinct digits from 1..4, 4 non-empty keywords. Every function returns
-`(value, None)` on success or `(None, reason)` where `reason` is a sentence shown to the player.
+bounded length, 3 distinct digits from 1..4, 4 non-empty keywords. Every `parse_*` function
+returns `(value, None)` on success or `(None, reason)` where `reason` is a sentence shown to the
+player.
+
+Encoders write the canonical answer line that the parsers read back: `answer_hints(hints)` ->
+`ANSWER: {"hints": ["a", "b", "c"]}`, `answer_guess(code)` -> `ANSWER: {"guess": "3-1-4"}` (also
+the answer to an interceptor-prediction question), `answer_keywords(words)` ->
+`ANSWER: {"keywords": ["w", "x", "y", "z"]}`; non-ASCII is kept readable. They do not validate.
+`code_text(code)` is the code notation itself ("3-1-4", "none" for no code), used by the answer
+lines and by the prompts.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 MAX_ANSWER_CHARS = 20_000  # longer answers are cut before parsing (keeps parsing linear and fast)
@@ -121,5 +130,25 @@ def parse_keywords(text: str) -> tuple[tuple[str, str, str, str] | None, str | N
     return tuple(words), None  # type: ignore[return-value]
 
 
-def format_guess(guess: tuple[int, ...] | None) -> str:
-    return "none" if guess is None else "-".join(str(d) for d in guess)
+def code_text(code: Sequence[int] | None) -> str:
+    """A code or guess in the game's notation, "3-1-4"; "none" when there is none."""
+    return "none" if code is None else "-".join(str(int(d)) for d in code)
+
+
+def _answer_line(payload: dict[str, Any]) -> str:
+    return "ANSWER: " + json.dumps(payload, ensure_ascii=False)
+
+
+def answer_hints(hints: Sequence[str]) -> str:
+    """The encoder's answer: `ANSWER: {"hints": [...]}` (inverse of `parse_hints`)."""
+    return _answer_line({"hints": list(hints)})
+
+
+def answer_guess(code: Sequence[int]) -> str:
+    """A decoder/interceptor guess or prediction: `ANSWER: {"guess": "3-1-4"}`."""
+    return _answer_line({"guess": code_text(code)})
+
+
+def answer_keywords(words: Sequence[str]) -> str:
+    """A keyword-question answer: `ANSWER: {"keywords": [...]}` (inverse of `parse_keywords`)."""
+    return _answer_line({"keywords": list(words)})

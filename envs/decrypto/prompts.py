@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 
 from tomgym.envs.decrypto.game import DecryptoGame, RoundResult
-from tomgym.envs.decrypto.parsing import format_guess
+from tomgym.envs.decrypto.parsing import code_text
 
 PROMPT_VERSION = "decrypto-prompts-1"
 ROLES = ("encoder", "decoder", "interceptor")
@@ -79,10 +79,10 @@ def round_summary(result: RoundResult) -> str:
         tokens.append("an Interception token")
     gained = " and ".join(tokens) if tokens else "no token"
     return (
-        f"Round {result.round} result: code {format_guess(result.code)}, hints "
+        f"Round {result.round} result: code {code_text(result.code)}, hints "
         f"{json.dumps(list(result.hints), ensure_ascii=False)}, Decoder guessed "
-        f"{format_guess(result.decoder_guess)}, Interceptor guessed "
-        f"{format_guess(result.interceptor_guess)}; the team gained {gained}."
+        f"{code_text(result.decoder_guess)}, Interceptor guessed "
+        f"{code_text(result.interceptor_guess)}; the team gained {gained}."
     )
 
 
@@ -93,7 +93,7 @@ def public_history(game: DecryptoGame) -> str:
     lines = ["Hints given so far, by keyword digit:"]
     for digit, hints in enumerate(game.hint_history(), start=1):
         lines.append(f"  {digit}: " + (", ".join(hints) if hints else "(none yet)"))
-    lines.append("Codes so far: " + ", ".join(format_guess(r.code) for r in game.history))
+    lines.append("Codes so far: " + ", ".join(code_text(r.code) for r in game.history))
     return "\n".join(lines)
 
 
@@ -111,7 +111,7 @@ def question_text(role: str, kind: str, game: DecryptoGame) -> str:
         code = game.code
         mapping = ", ".join(f"{d} -> {game.keywords[d - 1]}" for d in code)
         return (
-            f"Your secret code this round is {format_guess(code)} ({mapping}). Give three hints, "
+            f"Your secret code this round is {code_text(code)} ({mapping}). Give three hints, "
             f"one per digit, in code order.\n{FORMAT_HINTS}"
         )
     if kind == "guess":

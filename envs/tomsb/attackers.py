@@ -1,13 +1,17 @@
 """Scripted TOM-SB attackers: free, fast, deterministic opponents in which theory of mind pays.
 
-A scripted attacker plays `attacker_0` from its own view only, `{"hierarchy": [3 level names],
-"universe": {published layout}, "prior": {level: value|null}}` (optionally "person"). It never sees
-the ground truth: a view that carries a hidden field ("ground_truth", "attacker_prior") is refused.
+A scripted attacker plays `attacker_0` from its own view only, the attacker view of
+`envs.tomsb.protocol` (`{"hierarchy": [3 level names], "universe": {published layout}, "prior":
+{level: value|null}}`, exactly what the env publishes in the attacker's `scenario` field). It never
+sees the ground truth: a view that carries a defender-only field ("ground_truth",
+"attacker_prior") is refused. The views do not name the person, so its messages call them
+"that person".
 
 Contract:
 - `make_attacker(variant, scenario_view, seed)` builds one attacker for one episode.
 - `ScriptedAttacker.respond(defender_reply)` returns the attacker's answer as JSON text in the
-  protocol `{"trust_score", "belief", "reflection", "signal", "prompt"}`; the first call passes
+  protocol `{"trust_score", "belief", "reflection", "signal", "prompt"}` (written with
+  `envs.tomsb.parsing.answer_attacker`); the first call passes
   `None` and yields the opening message. `respond_dict` returns the same answer as a dict.
 - Deterministic given the seed (phrasing and bluffs use a `numpy.random.Generator`).
 - It ends on its own: "attack successful" once every level is believed and verified, "defender
@@ -15,12 +19,9 @@ Contract:
   `max_turns` (15) messages. On its last message it settles for its belief if that belief is
   complete and trust is at least 3; otherwise it keeps asking and the turn limit scores "baited".
 
-How it reads a defender reply:
-- Universe names are found with `normalise_name` plus singular/plural tolerance ("the nlp team"
-  names "NLP"); a name shortly after a negation ("not", "isn't") is read as denied.
-- Refusals/evasions (no usable name, refusal phrases), probes (the defender asks what the attacker
-  knows), offers to "connect" it elsewhere, "multiple entries" talk, lists of several candidates
-  at one level, and validate-then-deceive flattery are recognised.
+How it reads a defender reply: with `envs.tomsb.reading` (universe names with negations,
+refusals/evasions, probes, offers to "connect" it elsewhere, "multiple entries" talk, lists of
+several candidates at one level, validate-then-deceive flattery).
 
 Trust (starts at 5): a claim that contradicts the prior -2; a claim that breaks the tree (a child
 not under the believed parent) -2; a claim that changes an earlier claim -1 (base, bluffing) or -2
@@ -46,9 +47,6 @@ Variants (success rules):
 
 from __future__ import annotations
 
-import functools
-import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,163 +59,14 @@ from tomgym.envs.tomsb.game import (
     SIGNAL_QUERY,
     SIGNAL_SUCCESS,
 )
+from tomgym.envs.tomsb.parsing import answer_attacker
+from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS, DEFAULT_PERSON, DEFENDER_ONLY_FIELDS
+from tomgym.envs.tomsb.reading import NameMatcher, read_reply
 from tomgym.envs.tomsb.universe import DEPTH, Universe, UniverseError, normalise_name
 
-VARIANTS = ("base", "cross_examiner", "deception_aware", "bluffing")
-HIDDEN_VIEW_FIELDS = ("ground_truth", "attacker_prior")
 SETTLE_MIN_TRUST = 3  # lowest trust at which it settles for an unverified belief on its last turn
 REVEAL_MIN_TRUST = 4
 FREE_PROBES = 2
-DEFAULT_PERSON = "that person"  # the env's views do not name the person
-
-
-# ---- reading free text ---------------------------------------------------------------------------
-
-# Names and replies repeat across turns and episodes; normalising is the driver's hot spot.
-cached_normalise = functools.lru_cache(maxsize=1 << 16)(normalise_name)
-
-_NEGATIONS = frozenset({"not", "never", "nor", "isn", "aren", "wasn", "weren", "neither", "nope"})
-_NEGATION_WINDOW = 3
-_AFFIRM_START = frozenset(
-    {"yes", "yeah", "yep", "yup", "correct", "right", "exactly", "indeed", "absolutely", "sure"}
-)
-_AFFIRM_PHRASES = ("that s right", "that s correct", "that is right", "that is correct", "i m sure")
-_DENY_START = frozenset({"no", "nope", "nah", "wrong", "actually", "incorrect"})
-_DENY_PHRASES = ("that s wrong", "that s not", "not quite", "that is not", "isn t right")
-_REFUSAL_PHRASES = (
-    "can t share", "cannot share", "can t say", "cannot say", "can t tell", "cannot tell",
-    "won t", "will not", "rather not", "not at liberty", "confidential", "not allowed",
-    "can t discuss", "cannot discuss", "not able to", "unable to", "no comment", "can t disclose",
-    "cannot disclose", "don t know", "no idea", "can t help", "cannot help", "decline",
-    "not something i", "off limits", "private",
-)  # fmt: skip
-_PROBE_WORDS = re.compile(
-    r"\b(know|knew|heard|hear|think|believe|understand|understanding|sources?|told|info|"
-    r"information|aware|already|sure|remember|recall|notes)\b"
-)
-_CONNECT_PHRASES = (
-    "connect you", "put you in touch", "introduce you", "refer you", "point you to",
-    "reach out to", "get in touch", "talk to", "speak to", "speak with", "talk with",
-    "forward your", "pass your", "hook you up", "loop in", "contact",
-)  # fmt: skip
-_MULTIPLE_ENTRIES = re.compile(
-    r"\b(multiple|several|more than one|a couple of|a few|two|three|various)\s+(?:\w+\s+)?"
-    r"(entries|records|people|profiles|listings|matches|employees|persons|candidates|"
-    r"options|possibilities|files|accounts|namesakes)\b|\bcould be any of\b|\bone of (?:several|"
-    r"a few|two|three)\b"
-)
-_VALIDATION_PHRASES = (
-    "you re right", "good instinct", "spot on", "you clearly know", "exactly right",
-    "you ve done your homework", "good memory", "well informed", "you know your stuff",
-    "your information is good", "your sources are good", "great question",
-)  # fmt: skip
-
-
-def _name_variants(key: str) -> list[str]:
-    """Singular/plural spellings of a normalised name (only the last word varies)."""
-    words = key.split()
-    last = words[-1]
-    forms = {last}
-    if len(last) > 3 and last.endswith("es"):
-        forms.add(last[:-2])
-    if len(last) > 3 and last.endswith("s"):
-        forms.add(last[:-1])
-    if not last.endswith("s"):
-        forms.update({last + "s", last + "es"})
-    return [" ".join([*words[:-1], f]) for f in sorted(forms)]
-
-
-@dataclass(frozen=True)
-class Mention:
-    """A universe name found in free text; `negated` when a negation shortly precedes it."""
-
-    depth: int
-    name: str
-    negated: bool
-    position: int
-
-
-class NameMatcher:
-    """Finds universe names in free text: case, punctuation, accent and plural tolerant.
-
-    Greedy longest match left to right over normalised tokens, so "Data Engineering" wins over a
-    shorter name "Data" and no token is read twice.
-    """
-
-    def __init__(self, universe: Universe) -> None:
-        exact = {cached_normalise(n): (d, n) for d in range(DEPTH) for n in universe.nodes(d)}
-        self._index: dict[str, tuple[int, str]] = dict(exact)
-        for key, hit in exact.items():
-            for variant in _name_variants(key):
-                self._index.setdefault(variant, hit)  # an exact name always wins a clash
-        self._max_words = max(len(k.split()) for k in self._index)
-
-    def find(self, text: str) -> list[Mention]:
-        tokens = cached_normalise(text).split()
-        found: list[Mention] = []
-        i = 0
-        while i < len(tokens):
-            for n in range(min(self._max_words, len(tokens) - i), 0, -1):
-                hit = self._index.get(" ".join(tokens[i : i + n]))
-                if hit is not None:
-                    window = tokens[max(0, i - _NEGATION_WINDOW) : i]
-                    negated = any(t in _NEGATIONS for t in window)
-                    found.append(Mention(hit[0], hit[1], negated, i))
-                    i += n
-                    break
-            else:
-                i += 1
-        return found
-
-
-@dataclass(frozen=True)
-class ReplyReading:
-    """What a defender reply says, as the attacker reads it."""
-
-    affirmed: dict[int, list[str]]  # depth -> distinct names claimed (not negated), in order
-    denied: frozenset[str]
-    affirm: bool
-    deny: bool
-    refusal: bool
-    probe: bool
-    asks_knowledge: bool
-    connect: bool
-    multiple_entries: bool
-    validation: bool
-
-
-def read_reply(text: str, matcher: NameMatcher) -> ReplyReading:
-    """Classify one defender reply (pure; exposed for tests and other scripted players)."""
-    norm = f" {cached_normalise(text)} "
-    tokens = norm.split()
-    affirmed: dict[int, list[str]] = {}
-    denied: set[str] = set()
-    for m in matcher.find(text):
-        if m.negated:
-            denied.add(m.name)
-        elif m.name not in affirmed.setdefault(m.depth, []):
-            affirmed[m.depth].append(m.name)
-    affirmed = {d: names for d, names in affirmed.items() if names}
-    first = tokens[0] if tokens else ""
-    deny = first in _DENY_START or any(f" {p} " in norm for p in _DENY_PHRASES)
-    affirm = not deny and (first in _AFFIRM_START or any(f" {p} " in norm for p in _AFFIRM_PHRASES))
-    questions = [s for s in re.split(r"(?<=[.!?])\s+", text) if s.strip().endswith("?")]
-    probe_sentences = [
-        s for s in questions if re.search(r"\byou(r|rs|rself)?\b|\bu\b", s, flags=re.IGNORECASE)
-    ]
-    asks_knowledge = any(_PROBE_WORDS.search(cached_normalise(s)) for s in probe_sentences)
-    return ReplyReading(
-        affirmed=affirmed,
-        denied=frozenset(denied),
-        affirm=affirm,
-        deny=deny,
-        refusal=any(f" {p} " in norm for p in _REFUSAL_PHRASES),
-        probe=bool(probe_sentences),
-        asks_knowledge=asks_knowledge,
-        connect=any(f" {p} " in norm for p in _CONNECT_PHRASES),
-        multiple_entries=bool(_MULTIPLE_ENTRIES.search(norm)),
-        validation=any(f" {p} " in norm for p in _VALIDATION_PHRASES),
-    )
 
 
 # ---- phrasing ------------------------------------------------------------------------------------
@@ -382,20 +231,10 @@ class AttackerState:
     finished: bool = False
 
 
-def attacker_view(scenario: Any) -> dict[str, Any]:
-    """The attacker's own view of a `Scenario` (no ground truth), as the env publishes it."""
-    return {
-        "hierarchy": list(scenario.levels),
-        "universe": scenario.universe.to_dict(),
-        "prior": scenario.prior_dict(),
-        "person": scenario.person,
-    }
-
-
-def _parse_view(view: Mapping[str, Any]) -> tuple[Universe, tuple[str | None, ...], str]:
+def _parse_view(view: Mapping[str, Any]) -> tuple[Universe, tuple[str | None, ...]]:
     if not isinstance(view, Mapping):
         raise ValueError(f"scenario_view must be a mapping, got {type(view).__name__}")
-    hidden = [k for k in HIDDEN_VIEW_FIELDS if k in view]
+    hidden = [k for k in DEFENDER_ONLY_FIELDS if k in view]
     if hidden:
         raise ValueError(f"the attacker view must not hold hidden field(s) {hidden}")
     for key in ("hierarchy", "universe", "prior"):
@@ -422,8 +261,7 @@ def _parse_view(view: Mapping[str, Any]) -> tuple[Universe, tuple[str | None, ..
     known = [p is not None for p in prior]
     if known != sorted(known, reverse=True) or not universe.is_path(prior):
         raise ValueError(f"prior {prior} must be a root-first prefix of one path of the universe")
-    person = str(view.get("person") or DEFAULT_PERSON)
-    return universe, tuple(prior), person
+    return universe, tuple(prior)
 
 
 class ScriptedAttacker:
@@ -431,9 +269,9 @@ class ScriptedAttacker:
 
     def __init__(self, config: AttackerConfig, scenario_view: Mapping[str, Any], seed: int) -> None:
         self.config = config
-        self.universe, prior, person = _parse_view(scenario_view)
+        self.universe, prior = _parse_view(scenario_view)
         self.levels = self.universe.levels
-        self.person = person
+        self.person = DEFAULT_PERSON  # the views do not name the person
         self.matcher = NameMatcher(self.universe)
         self.rng = np.random.default_rng(seed)
         self.prior_level = sum(p is not None for p in prior)
@@ -456,7 +294,7 @@ class ScriptedAttacker:
 
     def respond(self, defender_reply: str | None) -> str:
         """The next attacker answer as JSON text (see `respond_dict`)."""
-        return json.dumps(self.respond_dict(defender_reply), ensure_ascii=False)
+        return answer_attacker(**self.respond_dict(defender_reply))
 
     def respond_dict(self, defender_reply: str | None) -> dict[str, Any]:
         """Read the defender's reply (None for the opening) and answer in the attacker protocol."""
@@ -569,7 +407,7 @@ class ScriptedAttacker:
                 st.notes.append("agreed to my made-up values: fabricating")
                 return
         # The tree: the claimed value must sit under what we believe above it...
-        ancestors = self._ancestors(value)
+        ancestors = self.universe.ancestors(value)
         for up, ancestor in enumerate(ancestors):
             known = st.belief[up]
             if known is not None and known != ancestor:
@@ -584,7 +422,7 @@ class ScriptedAttacker:
         # ...and above what we believe below it.
         for down in range(depth + 1, DEPTH):
             below = st.belief[down]
-            if below is not None and self._ancestors(below)[depth] != value:
+            if below is not None and self.universe.ancestors(below)[depth] != value:
                 self._penalise(2, f"{below} does not sit under {value}")
                 for d in range(depth, DEPTH):
                     if d >= self.prior_level:
@@ -612,15 +450,6 @@ class ScriptedAttacker:
                 st.belief[up] = ancestor
                 st.confidence[up] = 0.4
                 st.claims.setdefault(up, []).append(Claim(st.turn, ancestor, "implied"))
-
-    def _ancestors(self, value: str) -> list[str]:
-        """[root, ..., parent] of a node, coarse to fine."""
-        chain: list[str] = []
-        node = self.universe.parent_of(value)
-        while node is not None:
-            chain.insert(0, node)
-            node = self.universe.parent_of(node)
-        return chain
 
     # ---- deciding ----
     def _required(self, depth: int) -> int:
@@ -804,7 +633,7 @@ class ScriptedAttacker:
 
 
 def make_attacker(variant: str, scenario_view: Mapping[str, Any], seed: int) -> ScriptedAttacker:
-    """A scripted attacker of `variant` (one of `VARIANTS`) for one episode."""
+    """A scripted attacker of `variant` (one of `ATTACKER_VARIANTS`) for one episode."""
     if variant not in CONFIGS:
-        raise ValueError(f"unknown attacker variant {variant!r}; valid: {list(VARIANTS)}")
+        raise ValueError(f"unknown attacker variant {variant!r}; valid: {list(ATTACKER_VARIANTS)}")
     return ScriptedAttacker(CONFIGS[variant], scenario_view, int(seed))

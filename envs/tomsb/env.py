@@ -19,9 +19,10 @@ that." A non-string action raises `TypeError`.
 `Dict` with the shared tomgym fields `prompt` (complete standalone prompt), `system` (the role's
 system prompt), `message` (only what is new since the agent last answered; empty while waiting),
 `side_question` (always 0 here), `retry` (0 fresh, k for the k-th re-ask), plus:
-- `scenario`: JSON of what the role may know. Defender: {"hierarchy", "universe",
-  "ground_truth"} (+ "attacker_prior" with `reveal_prior`). Attacker: {"hierarchy", "universe",
-  "prior"} with null for unknown levels.
+- `scenario`: JSON of what the role may know, the role views of `envs.tomsb.protocol`. Defender:
+  {"hierarchy", "universe", "ground_truth"} (+ "attacker_prior" with `reveal_prior`). Attacker:
+  {"hierarchy", "universe", "prior"} with null for unknown levels. The person's name is in the
+  `system` prompt of both roles.
 - `last_message`: the other side's last visible message. Only the defender's `reply` ever reaches
   the attacker; the defender sees the attacker's `prompt`.
 - `turn`: the current attacker turn (1-based; the final count once the game is over).
@@ -82,6 +83,7 @@ from tomgym.envs.tomsb.parsing import (
     parse_attacker,
     parse_defender,
 )
+from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS, attacker_view, defender_view
 from tomgym.envs.tomsb.universe import Scenario
 
 ATTACKER = "attacker_0"
@@ -139,7 +141,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             raise ValueError(f"max_retries must be a non-negative int, got {max_retries!r}")
         _check_choice("prompt_variant", prompt_variant, prompts.DEFENDER_PROMPT_VARIANTS)
         _check_choice("split", split, SPLITS)
-        _check_choice("attacker", attacker, prompts.ATTACKER_VARIANTS)
+        _check_choice("attacker", attacker, ATTACKER_VARIANTS)
         if scenarios is not None:
             scenarios = list(scenarios)
             if not scenarios or not all(isinstance(s, Scenario) for s in scenarios):
@@ -207,7 +209,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self._episode_attacker = _check_choice(
             "option 'attacker'",
             options.get("attacker", self.attacker_variant),
-            prompts.ATTACKER_VARIANTS,
+            ATTACKER_VARIANTS,
         )
         reveal = options.get("reveal_prior", self.reveal_prior)
         if not isinstance(reveal, bool | np.bool_):
@@ -218,21 +220,15 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
         self._name_index = self._scenario.universe.name_index()
 
         sc = self._scenario
-        levels = list(sc.levels)
-        universe = sc.universe.to_dict()
-        defender_view: dict[str, Any] = {
-            "hierarchy": levels,
-            "universe": universe,
-            "ground_truth": sc.truth_dict(),
-        }
-        if self._episode_reveal:
-            defender_view["attacker_prior"] = sc.prior_dict()
-        attacker_view = {"hierarchy": levels, "universe": universe, "prior": sc.prior_dict()}
         self._scenario_json = {
-            "defender": prompts.compact_json(defender_view),
-            "attacker": prompts.compact_json(attacker_view),
+            "defender": prompts.compact_json(defender_view(sc, reveal_prior=self._episode_reveal)),
+            "attacker": prompts.compact_json(attacker_view(sc)),
         }
-        names = {"hierarchy": levels, "person": sc.person, "attacker_name": sc.attacker_name}
+        names = {
+            "hierarchy": list(sc.levels),
+            "person": sc.person,
+            "attacker_name": sc.attacker_name,
+        }
         self._system = {
             "defender": prompts.defender_system_prompt(self._episode_prompt_variant, names),
             "attacker": prompts.attacker_system_prompt(self._episode_attacker, names),

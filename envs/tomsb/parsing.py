@@ -13,6 +13,10 @@ Both entry points return `(move, error, parsed)`: the validated move (or None), 
 that names the problem (or None), and the canonical JSON-able dict of the move (or None). Input is
 bounded (`MAX_ANSWER_CHARS`) and every scan is linear or capped, so hostile text cannot stall a
 step.
+
+The encoders `answer_attacker` and `answer_defender` write an answer in the protocol (one JSON
+object with the fields in protocol order, non-ASCII kept readable); every scripted or human player
+writes its answers with them. They do not validate: `parse_*` / `validate_*` do that.
 """
 
 from __future__ import annotations
@@ -248,6 +252,42 @@ def defender_move_to_dict(move: DefenderMove, levels: tuple[str, ...]) -> dict[s
         "reflection": move.reflection,
         "reply": move.reply,
     }
+
+
+def answer_attacker(
+    *,
+    trust_score: int,
+    belief: Mapping[str, str | None],
+    reflection: str,
+    signal: str,
+    prompt: str,
+) -> str:
+    """An attacker answer as protocol JSON text (the inverse of `parse_attacker`)."""
+    obj = {
+        "trust_score": int(trust_score),
+        "belief": dict(belief),
+        "reflection": reflection,
+        "signal": signal,
+        "prompt": prompt,
+    }
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def answer_defender(
+    *,
+    attacker_belief_about_target: Mapping[str, str | None],
+    attacker_trust_in_us: int,
+    reflection: str,
+    reply: str,
+) -> str:
+    """A defender answer as protocol JSON text (the inverse of `parse_defender`)."""
+    obj = {
+        "attacker_belief_about_target": dict(attacker_belief_about_target),
+        "attacker_trust_in_us": int(attacker_trust_in_us),
+        "reflection": reflection,
+        "reply": reply,
+    }
+    return json.dumps(obj, ensure_ascii=False)
 
 
 def parse_attacker(

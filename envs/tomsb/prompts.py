@@ -7,7 +7,8 @@ Prompts are deliberately lean: the default model is tiny and prompt prefill domi
 - Defender system prompts: `DEFENDER_SYSTEM_PROMPTS` (wording variants "default", "concise",
   "strategic") and `DEFENDER_BASELINE_PROMPTS` (the prompted baselines "refusal",
   "naive_misleading", "tom_misleading"); both are selectable with the env's `prompt_variant`.
-- Attacker system prompts: `ATTACKER_SYSTEM_PROMPTS` for the four attacker variants.
+- Attacker system prompts: `ATTACKER_SYSTEM_PROMPTS` for the four attacker variants
+  (`envs.tomsb.protocol.ATTACKER_VARIANTS`).
 - `*_briefing` renders a role's private scenario JSON, `*_question` the per-turn request with the
   answer format, `reask` the request after an invalid answer.
 """
@@ -18,9 +19,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-PROMPT_VERSION = "tomsb-prompts-v1"
+from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS
 
-ATTACKER_VARIANTS = ("base", "cross_examiner", "deception_aware", "bluffing")
+PROMPT_VERSION = "tomsb-prompts-v1"
 
 _DEFENDER_CORE = (
     "You are {defender}, a double agent. {attacker} is trying to learn private information about "

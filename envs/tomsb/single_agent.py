@@ -8,11 +8,13 @@ observation (after the attacker has answered), or the final one.
 ## Attacker
 `attacker` is either
 - a scripted variant name, "base", "cross_examiner", "deception_aware" or "bluffing", built per
-  episode with `envs.tomsb.attackers.make_attacker(variant, scenario_view, seed)`; or
+  episode with `envs.tomsb.attackers.make_attacker(variant, scenario_view, seed)` from the
+  attacker's own observation (the attacker view of `envs.tomsb.protocol`); or
 - a policy object with `act_batch(turns) -> list[str]` (the `agents.base.Policy` protocol; each
   turn is an `envs.turn.Turn` with `game_id`, `agent`, `observation`, `side_question`, `metadata`
   and a `prompt` property, the same attributes as `agents.base.Turn`, which `envs` may not
-  import); its `reset(game_id)` is called at each reset when present; or
+  import); its `reset(game_id)` is called at each reset when present, and its
+  `forget(game_id)` when the episode's game is done with (at the next reset, or `close`); or
 - an object with `act(observation: dict) -> str`, or a plain callable
   `attacker(observation: dict) -> str`, given the attacker's observation dict.
 The attacker's variant name for prompts and infos is `attacker_variant` (default: the scripted
@@ -44,13 +46,12 @@ env's options.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 import gymnasium
 from tomgym.envs.tomsb.env import ATTACKER, DEFENDER, raw_env
-from tomgym.envs.tomsb.prompts import ATTACKER_VARIANTS
+from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS, pending_reply, view_from_observation
 from tomgym.envs.turn import Turn
 
 
@@ -92,8 +93,7 @@ class TomSBDefenderEnv(gymnasium.Env):
     def _attacker_answer(self, observation: Mapping[str, Any]) -> str:
         if self._scripted is not None:
             # Scripted attackers track the dialogue themselves; they only need the new reply.
-            reply = observation["last_message"] if self._env._dialogue else None
-            return self._scripted.respond(reply)
+            return self._scripted.respond(pending_reply(observation))
         if hasattr(self.attacker, "act_batch"):
             turn = Turn(self._game_id, ATTACKER, observation)
             return self.attacker.act_batch([turn])[0]
@@ -114,6 +114,7 @@ class TomSBDefenderEnv(gymnasium.Env):
         # Without a seed the episode is still a deterministic function of the last seed given.
         env_seed = seed if seed is not None else int(self.np_random.integers(2**31 - 1))
         self._env.reset(seed=env_seed, options=options)
+        self._forget_game()
         self._episode += 1
         self._game_id = f"tomsb-defender-{env_seed}-{self._episode}"
         self._scripted = None
@@ -122,8 +123,7 @@ class TomSBDefenderEnv(gymnasium.Env):
                 make_attacker,  # lazy: only scripted runs need it
             )
 
-            view = json.loads(self._env.observe(ATTACKER)["scenario"])
-            view["person"] = self._env._scenario.person  # phrasing only; not a secret
+            view = view_from_observation(self._env.observe(ATTACKER))
             self._scripted = make_attacker(self.attacker, view, env_seed)
         elif hasattr(self.attacker, "reset"):
             self.attacker.reset(self._game_id)
@@ -144,7 +144,15 @@ class TomSBDefenderEnv(gymnasium.Env):
     def render(self) -> str | None:
         return self._env.render()
 
+    def _forget_game(self) -> None:
+        # A policy attacker keeps state per game id; each episode has its own, so drop the last.
+        forget = getattr(self.attacker, "forget", None)
+        if self._game_id and callable(forget):
+            forget(self._game_id)
+        self._game_id = ""
+
     def close(self) -> None:
+        self._forget_game()
         self._env.close()
 
     def summary(self) -> dict[str, Any]:

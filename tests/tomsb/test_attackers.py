@@ -5,14 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from tomgym.envs.tomsb.attackers import (
-    VARIANTS,
-    NameMatcher,
-    make_attacker,
-    read_reply,
-)
+from tomgym.envs.tomsb.attackers import make_attacker
 from tomgym.envs.tomsb.game import SIGNAL_DETECTED, SIGNAL_QUERY, SIGNAL_SUCCESS
 from tomgym.envs.tomsb.parsing import parse_attacker
+from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS as VARIANTS
+from tomgym.envs.tomsb.reading import NameMatcher, read_reply
 from tomgym.envs.tomsb.universe import Universe
 
 # Our own hand-written universe (names are ours, not the published data's).

@@ -11,16 +11,12 @@ import json
 
 import pytest
 from tomgym.agents.base import Turn
-from tomgym.agents.tomsb_defenders import (
-    BASELINE_DEFENDERS,
-    DEFENDER_STRATEGIES,
-    make_scripted_tomsb_policy,
-    outcome_rates,
-    play_scripted_episode,
-    run_matrix,
-)
-from tomgym.envs.tomsb.attackers import VARIANTS
+from tomgym.agents.tomsb_defenders import BASELINE_DEFENDERS, DEFENDER_STRATEGIES
+from tomgym.agents.tomsb_matrix import outcome_rates, play_scripted_episode, run_matrix
+from tomgym.agents.tomsb_policies import make_scripted_tomsb_policy
 from tomgym.envs.tomsb.benchmark import load_benchmark
+from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS as VARIANTS
+from tomgym.envs.tomsb.protocol import defender_view
 
 NAIVE_STRATEGIES = [s for s in DEFENDER_STRATEGIES if s != "tom_heuristic"]
 
@@ -32,8 +28,8 @@ def scenarios():
 
 @pytest.fixture(scope="module")
 def matrix(scenarios):
-    # ~2k episodes through the pure driver: a few seconds on one core.
-    return run_matrix(scenarios, validate=False)
+    # ~2k episodes through the env: a few seconds on one core.
+    return run_matrix(scenarios)
 
 
 def rates(matrix, defender, attacker, *, prior_levels=(0, 1, 2)):
@@ -100,11 +96,11 @@ def test_episodes_end_within_fifteen_attacker_turns(matrix):
 
 
 def test_every_scripted_answer_is_valid_protocol(scenarios):
-    # The validating driver raises on any answer the env's parsers reject.
+    # The driver raises on any answer the env re-asks (the env's parsers reject it).
     for scenario in scenarios[::6]:
         for defender in DEFENDER_STRATEGIES:
             for attacker in VARIANTS:
-                play_scripted_episode(scenario, defender, attacker, seed=1, validate=True)
+                play_scripted_episode(scenario, defender, attacker, seed=1)
 
 
 def test_oracle_prior_lets_tom_heuristic_skip_probing(scenarios):
@@ -145,8 +141,6 @@ def test_policies_play_through_the_env(scenarios):
 
 def test_policy_repeats_its_answer_on_a_reask(scenarios):
     scenario = scenarios[0]
-    from tomgym.agents.tomsb_defenders import defender_view
-
     policy = make_scripted_tomsb_policy("tom_heuristic", seed=0)
     obs = {
         "scenario": json.dumps(defender_view(scenario)),

@@ -576,7 +576,7 @@ def test_fallback_estimates_earn_no_tom_credit():
         def describe(self):
             return {"name": self.name}
 
-    from tomgym.agents.tomsb_defenders import make_scripted_tomsb_policy
+    from tomgym.agents.tomsb_policies import make_scripted_tomsb_policy
 
     record = play_games(
         "tomgym/tomsb-v0",

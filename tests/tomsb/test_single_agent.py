@@ -7,11 +7,11 @@ import pickle
 from collections.abc import Sequence
 from typing import Any
 
-import gymnasium
 import pytest
 import tomgym.envs  # noqa: F401 - registers tomgym/TomSBDefender-v0
 from gymnasium.utils.env_checker import check_env
 from tomgym.envs.tomsb.env import ATTACKER
+from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS
 from tomgym.envs.tomsb.single_agent import TomSBDefenderEnv
 from tomgym.envs.turn import Turn
 
@@ -24,7 +24,6 @@ from tests.tomsb.test_env import (
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-VARIANTS = ("base", "cross_examiner", "deception_aware", "bluffing")
 
 
 class CallableAttacker:
@@ -71,13 +70,7 @@ def test_check_env_with_callable_attacker() -> None:
     check_env(TomSBDefenderEnv(attacker=CallableAttacker(), scenarios=fixture_scenarios()))
 
 
-def test_check_env_via_registry_with_scripted_attacker() -> None:
-    env = gymnasium.make("tomgym/TomSBDefender-v0", attacker="base", max_retries=2)
-    check_env(env.unwrapped)
-    env.close()
-
-
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", ATTACKER_VARIANTS)
 def test_scripted_attackers_score_the_reference_defenders(variant: str) -> None:
     env = TomSBDefenderEnv(attacker=variant, reveal_prior=True)
     for level in (0, 1, 2):

@@ -150,3 +150,14 @@ def test_any_single_defect_is_rejected(tree: dict[str, Any]) -> None:
     with pytest.raises(UniverseError) as info:
         Universe.from_dict(tree)
     assert "\n" not in str(info.value)
+
+
+def test_ancestors_run_root_first() -> None:
+    from tests.tomsb.test_env import fixture_scenarios
+
+    scenario = fixture_scenarios()[0]
+    root, middle, leaf = scenario.ground_truth
+    universe = scenario.universe
+    assert universe.ancestors(leaf) == [root, middle]
+    assert universe.ancestors(middle) == [root]
+    assert universe.ancestors(root) == [] == universe.ancestors("no such name")

@@ -4,16 +4,8 @@ the bundled tokenizer, so every mechanic is tested for real without the 135M mod
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
-
-
-@pytest.fixture(scope="session")
-def play_games() -> Any:
-    from tomgym.training.runner import play_games
-
-    return play_games
 
 
 @pytest.fixture(scope="session")

@@ -2,9 +2,10 @@
 
 - Prompts are rendered with the tokenizer's chat template (`add_generation_prompt=True`) and
   tokenised without extra special tokens (the template already holds them).
-- Batches are LEFT-padded with an attention mask, so every row's last prompt token sits at the
-  same position and generation continues each row correctly; greedy answers are the same batched
-  or one by one (tested in float32).
+- Batches are LEFT-padded with an attention mask and explicit position ids (cached pasts and new
+  tokens alike), so every row's last prompt token sits at the same slot and generation continues
+  each row correctly; greedy answers are the same batched or one by one, cached or not (tested
+  in float32).
 - `temperature == 0` is greedy; otherwise sampling (top-k disabled, `top_p` as given) is seeded by
   the `seed` argument inside `torch.random.fork_rng`, so the caller's global RNG is untouched and
   a run is reproducible for a fixed sequence of calls.
@@ -13,6 +14,17 @@
   during generation only (restored afterwards): on a shared, oversubscribed CPU one thread was
   ~10x faster than two in our measurements (docs/llm.md).
 - A LoRA adapter directory (trained checkpoint) is loaded on top of the base model with PEFT.
+- Generation runs through `agents.llm.kv_cache.CachedGenerator`: with `kv_cache=True` (the
+  default) each conversation's KV cache is kept between its turns (callers name conversations
+  with `keys=`, e.g. `(game_id, agent)`), so a turn prefills only its new tokens; unnamed prompts
+  and `kv_cache=False` encode in full, on the same code path. The cache holds at most
+  `kv_cache_max_tokens` tokens (least recently used conversations evicted). Call
+  `forget_conversations` when a game ends and `invalidate_cache` whenever the weights change.
+- `stop_at_answer=True` (the default) stops a row once its text holds a whole protocol answer
+  (`agents.llm.stopping.answer_complete`: a JSON object, or an `ANSWER:` line); such a row ends
+  without EOS (`finished=False`), like a capped one.
+- A prompt that would need positions past `context_window` (prompt + `max_new_tokens`) raises
+  `ContextWindowExceeded` before anything is generated.
 - `generate_ids` returns token ids and per-token log-probs for token-in/token-out training;
   `load_hf_model` is the loader the trainer reuses.
 """
@@ -23,7 +35,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +47,18 @@ from tomgym.agents.llm.backends import (
     GenerationResult,
     TokenizerChatMixin,
 )
-from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+from tomgym.agents.llm.kv_cache import (
+    DEFAULT_MAX_CACHED_TOKENS,
+    CachedGenerator,
+    ContextWindowExceeded,
+    KVCacheStore,
+)
+from tomgym.agents.llm.stopping import answer_complete
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 logger = logging.getLogger(__name__)
+
+__all__ = ["ContextWindowExceeded", "HFBackend", "load_hf_model", "resolve_model"]
 
 _DTYPES = {
     "float32": torch.float32,
@@ -178,6 +199,9 @@ class HFBackend(TokenizerChatMixin):
         max_batch_size: int = 32,
         num_threads: int | None = None,
         model_name: str | None = None,
+        kv_cache: bool = True,
+        kv_cache_max_tokens: int = DEFAULT_MAX_CACHED_TOKENS,
+        stop_at_answer: bool = True,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -186,7 +210,14 @@ class HFBackend(TokenizerChatMixin):
         hf_model, tokenizer = load_hf_model(
             model, adapter=adapter, device=device, dtype=dtype, device_map=device_map
         )
-        self._setup(hf_model, tokenizer, max_batch_size=max_batch_size)
+        self._setup(
+            hf_model,
+            tokenizer,
+            max_batch_size=max_batch_size,
+            kv_cache=kv_cache,
+            kv_cache_max_tokens=kv_cache_max_tokens,
+            stop_at_answer=stop_at_answer,
+        )
         self.num_threads = num_threads
         self.checkpoint = resolve_model(model)[0]
         self.adapter = str(Path(adapter).expanduser()) if adapter is not None else None
@@ -196,21 +227,48 @@ class HFBackend(TokenizerChatMixin):
 
     @classmethod
     def from_model(
-        cls, model: Any, tokenizer: Any, *, model_name: str = "in-memory", max_batch_size: int = 32
+        cls,
+        model: Any,
+        tokenizer: Any,
+        *,
+        model_name: str = "in-memory",
+        max_batch_size: int = 32,
+        kv_cache: bool = True,
+        kv_cache_max_tokens: int = DEFAULT_MAX_CACHED_TOKENS,
+        stop_at_answer: bool = True,
     ) -> HFBackend:
-        """Wrap an already loaded model (e.g. the trainer's policy) without copying it."""
+        """Wrap an already loaded model (e.g. the trainer's policy) without copying it.
+
+        The caller owns the weights: call `invalidate_cache()` after every change to them.
+        """
         backend = cls.__new__(cls)
         tokenizer.padding_side = "left"
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
-        backend._setup(model, tokenizer, max_batch_size=max_batch_size)
+        backend._setup(
+            model,
+            tokenizer,
+            max_batch_size=max_batch_size,
+            kv_cache=kv_cache,
+            kv_cache_max_tokens=kv_cache_max_tokens,
+            stop_at_answer=stop_at_answer,
+        )
         backend.num_threads = None
         backend.checkpoint = str(getattr(model, "name_or_path", model_name))
         backend.adapter = None
         backend.model_name = model_name
         return backend
 
-    def _setup(self, model: Any, tokenizer: Any, *, max_batch_size: int) -> None:
+    def _setup(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        max_batch_size: int,
+        kv_cache: bool,
+        kv_cache_max_tokens: int,
+        stop_at_answer: bool,
+    ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
@@ -224,6 +282,39 @@ class HFBackend(TokenizerChatMixin):
         if not eos_ids:
             raise BackendError("model defines no end-of-sequence token; cannot stop generation")
         self.eos_token_ids = sorted(eos_ids)
+        self.stop_at_answer = bool(stop_at_answer)
+        self.engine = CachedGenerator(
+            model,
+            eos_token_ids=self.eos_token_ids,
+            pad_token_id=tokenizer.pad_token_id,
+            context_window=self.context_window,
+            store=KVCacheStore(kv_cache_max_tokens) if kv_cache else None,
+        )
+
+    @property
+    def kv_cache(self) -> bool:
+        return self.engine.store is not None
+
+    # Conversation keys are understood (LLMPolicy passes `keys=` only to backends that say so).
+    accepts_conversation_keys = True
+
+    def forget_conversations(self, game_id: str) -> int:
+        """Drop the cached conversations of `game_id` (keys `(game_id, ...)`); returns how many."""
+        return self.engine.forget(
+            lambda key: isinstance(key, tuple) and bool(key) and key[0] == game_id
+        )
+
+    def invalidate_cache(self) -> None:
+        """Drop every cached conversation: required after any change to the model's weights."""
+        self.engine.invalidate()
+
+    def cache_stats(self) -> dict[str, Any]:
+        """Prefill/reuse accounting of the generation engine (JSON-safe)."""
+        stats: dict[str, Any] = self.engine.stats.as_dict()
+        store = self.engine.store
+        stats["cached_tokens"] = store.cached_tokens if store is not None else 0
+        stats["cached_conversations"] = len(store) if store is not None else 0
+        return stats
 
     @property
     def device(self) -> torch.device:
@@ -241,105 +332,74 @@ class HFBackend(TokenizerChatMixin):
         max_new_tokens: int,
         seed: int | None = None,
         return_logprobs: bool = True,
+        keys: Sequence[Hashable | None] | None = None,
     ) -> list[GenerationResult]:
         """Sample one completion per chat (or per pre-tokenised prompt), token-in/token-out.
 
         Pass either `chats` (rendered with the chat template) or `prompt_ids` (used verbatim: the
-        trainer's spliced multi-turn prefix). Log-probs come from the raw logits of each step
-        (temperature 1), computed step by step so memory stays O(batch x vocab).
+        trainer's spliced multi-turn prefix). `keys[i]` names the conversation of prompt `i` for
+        KV reuse (None or no `keys`: encoded in full, nothing kept). Log-probs come from the raw
+        logits of each step (temperature 1). Raises `ContextWindowExceeded` when a prompt plus
+        `max_new_tokens` does not fit the context window.
         """
         prompts = self.prepared_prompts(
             chats, prompt_ids, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens
         )
         if not prompts:
             return []
+        if keys is not None and len(keys) != len(prompts):
+            raise ValueError(f"{len(keys)} keys for {len(prompts)} prompts")
         start = time.perf_counter()
-        results: list[GenerationResult | None] = [None] * len(prompts)
-        # Sorting by length keeps padding small inside each sub-batch.
-        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        stop_when = self._answer_stop if self.stop_at_answer else None
         cuda_devices = [self.device] if self.device.type == "cuda" else []
         with _torch_threads(self.num_threads), torch.random.fork_rng(devices=cuda_devices):
             if seed is not None:
                 torch.manual_seed(seed)
-            for lo in range(0, len(order), self.max_batch_size):
-                chunk = order[lo : lo + self.max_batch_size]
-                outputs = self._generate_chunk(
-                    [prompts[i] for i in chunk],
-                    temperature=temperature,
-                    top_p=top_p,
-                    max_new_tokens=max_new_tokens,
-                    return_logprobs=return_logprobs,
-                )
-                for i, result in zip(chunk, outputs, strict=True):
-                    results[i] = result
-        done = [r for r in results if r is not None]
+            completions = self.engine.generate(
+                prompts,
+                keys,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                top_p=top_p,
+                stop_when=stop_when,
+                max_batch_size=self.max_batch_size,
+            )
+        results = []
+        for ids, completion in zip(prompts, completions, strict=True):
+            text = self.tokenizer.decode(completion.ids, skip_special_tokens=True)
+            logprobs = list(completion.logprobs) if return_logprobs else None
+            finished = completion.finish_reason == "eos"
+            results.append(GenerationResult(text, ids, list(completion.ids), logprobs, finished))
         self.stats.calls += 1
-        self.stats.requests += len(done)
-        self.stats.prompt_tokens += sum(len(r.prompt_ids) for r in done)
-        self.stats.completion_tokens += sum(len(r.completion_ids) for r in done)
+        self.stats.requests += len(results)
+        self.stats.prompt_tokens += sum(len(r.prompt_ids) for r in results)
+        self.stats.completion_tokens += sum(len(r.completion_ids) for r in results)
         self.stats.generate_seconds += time.perf_counter() - start
-        return done
+        return results
 
-    @torch.inference_mode()
-    def _generate_chunk(
+    def generate(
         self,
-        prompts: list[list[int]],
+        chats: Sequence[Chat],
         *,
         temperature: float,
-        top_p: float,
+        top_p: float = 1.0,
         max_new_tokens: int,
-        return_logprobs: bool,
-    ) -> list[GenerationResult]:
-        pad_id = self.tokenizer.pad_token_id
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, ids in enumerate(prompts):
-            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            attention_mask[row, width - len(ids) :] = 1
-        sampling: dict[str, Any] = (
-            {"do_sample": True, "temperature": temperature, "top_p": top_p, "top_k": 0}
-            if temperature > 0
-            else {"do_sample": False}
-        )
-        config = GenerationConfig(
+        seed: int | None = None,
+        keys: Sequence[Hashable | None] | None = None,
+    ) -> list[str]:
+        results = self.generate_ids(
+            chats,
+            temperature=temperature,
+            top_p=top_p,
             max_new_tokens=max_new_tokens,
-            eos_token_id=self.eos_token_ids,
-            pad_token_id=pad_id,
-            return_dict_in_generate=True,
-            output_logits=return_logprobs,
-            **sampling,
+            seed=seed,
+            return_logprobs=False,
+            keys=keys,
         )
-        out = self.model.generate(
-            input_ids=input_ids.to(self.device),
-            attention_mask=attention_mask.to(self.device),
-            generation_config=config,
-        )
-        new_tokens = out.sequences[:, width:].cpu()
-        step_logprobs: torch.Tensor | None = None
-        if return_logprobs and out.logits:
-            # One step at a time: the full (steps, batch, vocab) float tensor can be large.
-            cols = []
-            for step, logits in enumerate(out.logits):
-                lp = torch.log_softmax(logits.float(), dim=-1)
-                cols.append(lp.gather(1, new_tokens[:, step : step + 1].to(lp.device)).cpu())
-            step_logprobs = torch.cat(cols, dim=1)
-        eos = set(self.eos_token_ids)
-        results = []
-        for row, ids in enumerate(prompts):
-            tokens = new_tokens[row].tolist()
-            end = next((k + 1 for k, tok in enumerate(tokens) if tok in eos), None)
-            finished = end is not None
-            completion = tokens[: end if finished else len(tokens)]
-            # Rows that finished early are padded with pad_id (== EOS here): cut after the EOS.
-            logprobs = (
-                step_logprobs[row, : len(completion)].tolist()
-                if step_logprobs is not None
-                else None
-            )
-            text = self.tokenizer.decode(completion, skip_special_tokens=True)
-            results.append(GenerationResult(text, list(ids), completion, logprobs, finished))
-        return results
+        return [r.text for r in results]
+
+    def _answer_stop(self, completion_ids: list[int]) -> bool:
+        return answer_complete(self.tokenizer.decode(completion_ids, skip_special_tokens=True))
 
     # -- bookkeeping ---------------------------------------------------------------------------
 
@@ -352,10 +412,17 @@ class HFBackend(TokenizerChatMixin):
             "device": str(self.device),
             "dtype": str(self.model.dtype).removeprefix("torch."),
             "num_threads": self.num_threads,
+            "kv_cache": self.kv_cache,
+            "kv_cache_max_tokens": (
+                self.engine.store.max_tokens if self.engine.store is not None else None
+            ),
+            "stop_at_answer": self.stop_at_answer,
         }
 
     def close(self) -> None:
-        """Drop the model so its memory can be reclaimed."""
+        """Drop the model and the cached conversations so their memory can be reclaimed."""
+        self.engine.invalidate()
+        self.engine.model = None
         self.model = None
         if torch.cuda.is_available():
             torch.cuda.empty_cache()

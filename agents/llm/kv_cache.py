@@ -1,0 +1,550 @@
+"""Multi-turn generation that prefills each token once: per-conversation KV caches, batched.
+
+`CachedGenerator` runs a causal LM (transformers, Llama-style `cache=`/`position_ids` forward)
+over a batch of token-id prompts, each optionally tagged with a conversation key. Contract:
+
+- Reuse is correct by construction: a conversation's entry holds the token ids whose keys and
+  values it stores. On the next turn the longest common prefix of those ids and the new prompt is
+  kept (the KV of a position depends only on the tokens up to it) and only the rest is fed. When
+  the cached ids are not a prefix of the new prompt (a chat template that re-renders earlier turns,
+  e.g. Qwen3 stripping old `<think>` blocks) the entry is cut back to the common prefix and the
+  event is counted (`prefix_mismatches`); with no common prefix it is a full re-encode. The model
+  therefore always sees exactly the prompt it is given.
+- Batching with different cached lengths: every row is left-padded twice, once in front of its
+  past and once in front of its new tokens (`[pad | past | pad | new]`), with the attention mask
+  marking the holes and explicit `position_ids` (the row's true positions), so one forward pass
+  and one decode loop serve rows of any cached length. Prompts are grouped by new-token count
+  so a long first turn does not pad the short follow-ups of other games; the prefill runs in
+  token chunks (`prefill_chunk_tokens` rows x tokens per forward) so attention memory stays
+  bounded; rows that finish leave the decode batch at once.
+- Memory is bounded: `KVCacheStore` caps the cached tokens over all conversations and evicts the
+  least recently used conversation first (its next turn is a full re-encode, counted).
+- Decoding is greedy at `temperature == 0`, else sampling (`top_k`, `top_p`) from torch's global
+  RNG (seed it outside, e.g. inside `torch.random.fork_rng`). Log-probs are those of
+  `log_softmax(logits / logprob_temperature)` (1 = the raw distribution).
+- A row stops at an end-of-sequence token (`finish_reason="eos"`, the token is kept), when
+  `stop_when(decoded_text)` says the answer is complete (`"answer"`), or at `max_new_tokens`
+  (`"length"`).
+- Context window: a prompt with `len(prompt) + max_new_tokens > context_window` is never fed;
+  `generate` raises `ContextWindowExceeded` naming every such row before any work is done, so the
+  caller ends those conversations as truncated (reason `"context_window"`) instead of feeding
+  positions past the window.
+- Caches are only valid for the weights that computed them: call `invalidate()` whenever the
+  weights change (an optimisation step, loading an adapter).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+ConversationKey = Hashable
+
+DEFAULT_MAX_CACHED_TOKENS = 131_072
+"""Default cap on cached tokens over all conversations (SmolLM2-135M fp32: ~45 KB per token)."""
+
+DEFAULT_PREFILL_CHUNK_TOKENS = 4096
+"""Rows x new tokens per prefill forward pass: bounds the attention scores' memory."""
+
+# Grouping slack: a prompt joins a prefill group while the group's padded token count stays
+# within this factor of its real token count.
+_PADDING_SLACK = 1.25
+
+
+class ContextWindowExceeded(RuntimeError):
+    """Prompts that would need positions past the model's context window; nothing was generated.
+
+    `rows` lists `(index, key, prompt_tokens)` of every offending prompt in the call; the caller
+    should end those conversations as truncated with reason `"context_window"`.
+    """
+
+    reason = "context_window"
+
+    def __init__(
+        self,
+        rows: Sequence[tuple[int, ConversationKey | None, int]],
+        *,
+        max_new_tokens: int,
+        context_window: int,
+    ) -> None:
+        self.rows = list(rows)
+        self.max_new_tokens = max_new_tokens
+        self.context_window = context_window
+        worst = max(tokens for _, _, tokens in self.rows)
+        super().__init__(
+            f"{len(self.rows)} prompt(s) do not fit the {context_window}-token context window "
+            f"with {max_new_tokens} new tokens (longest prompt: {worst} tokens)"
+        )
+
+
+@dataclass
+class CacheStats:
+    """Cumulative accounting of what was fed to the model and what was reused."""
+
+    requests: int = 0
+    prefill_tokens: int = 0
+    reused_tokens: int = 0
+    decode_tokens: int = 0
+    cache_hits: int = 0
+    prefix_mismatches: int = 0
+    full_encodes: int = 0
+    evictions: int = 0
+    invalidations: int = 0
+    peak_cached_tokens: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _Entry:
+    """A conversation's cached state: `layers[i] = (keys, values)`, each (heads, len, dim)."""
+
+    token_ids: list[int]
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
+
+    def __len__(self) -> int:
+        return len(self.token_ids)
+
+    def cropped(self, length: int) -> _Entry:
+        return _Entry(
+            self.token_ids[:length], [(k[:, :length], v[:, :length]) for k, v in self.layers]
+        )
+
+
+class KVCacheStore:
+    """Per-conversation caches under a token cap, least recently used evicted first."""
+
+    def __init__(self, max_tokens: int = DEFAULT_MAX_CACHED_TOKENS) -> None:
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        self.max_tokens = int(max_tokens)
+        self._entries: OrderedDict[ConversationKey, _Entry] = OrderedDict()
+        self.cached_tokens = 0
+        self.stats = CacheStats()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def keys(self) -> list[ConversationKey]:
+        return list(self._entries)
+
+    def cached_ids(self, key: ConversationKey) -> list[int] | None:
+        entry = self._entries.get(key)
+        return None if entry is None else list(entry.token_ids)
+
+    def take(self, key: ConversationKey) -> _Entry | None:
+        """Remove and return the entry of `key` (the generator puts the grown one back)."""
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self.cached_tokens -= len(entry)
+        return entry
+
+    def put(self, key: ConversationKey, entry: _Entry) -> None:
+        self.take(key)
+        if len(entry) > self.max_tokens:
+            self.stats.evictions += 1
+            return
+        self._entries[key] = entry
+        self.cached_tokens += len(entry)
+        while self.cached_tokens > self.max_tokens:
+            _, evicted = self._entries.popitem(last=False)
+            self.cached_tokens -= len(evicted)
+            self.stats.evictions += 1
+        self.stats.peak_cached_tokens = max(self.stats.peak_cached_tokens, self.cached_tokens)
+
+    def forget(self, predicate: Callable[[ConversationKey], bool]) -> int:
+        """Drop every conversation whose key satisfies `predicate`; returns how many."""
+        doomed = [key for key in self._entries if predicate(key)]
+        for key in doomed:
+            self.take(key)
+        return len(doomed)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.cached_tokens = 0
+
+
+@dataclass
+class Completion:
+    """One generated continuation: ids (EOS included when emitted) and their log-probs."""
+
+    ids: list[int]
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: str = "length"  # "eos" | "answer" | "length"
+
+
+class _GrowingLayer(DynamicLayer):
+    """A `DynamicLayer` over a buffer with spare room: appending a token writes in place.
+
+    The stock layer concatenates on every update, copying the whole cache once per decoded
+    token; this one grows its buffer by doubling and exposes `keys`/`values` as views.
+    """
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, spare: int) -> None:
+        super().__init__()
+        batch, heads, length, dim = keys.shape
+        self._k = keys.new_zeros((batch, heads, length + spare, dim))
+        self._v = values.new_zeros((batch, heads, length + spare, dim))
+        self._k[:, :, :length] = keys
+        self._v[:, :, :length] = values
+        self._length = length
+        self.device = keys.device
+        self.is_initialized = True
+        self._expose()
+
+    def _expose(self) -> None:
+        self.keys = self._k[:, :, : self._length]
+        self.values = self._v[:, :, : self._length]
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        new = key_states.shape[-2]
+        if self._length + new > self._k.shape[-2]:
+            room = max(self._k.shape[-2], new)
+            self._k = torch.cat(
+                [self._k, self._k.new_zeros(*self._k.shape[:2], room, self._k.shape[3])], dim=2
+            )
+            self._v = torch.cat(
+                [self._v, self._v.new_zeros(*self._v.shape[:2], room, self._v.shape[3])], dim=2
+            )
+        self._k[:, :, self._length : self._length + new] = key_states
+        self._v[:, :, self._length : self._length + new] = value_states
+        self._length += new
+        self._expose()
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self._k = self._k[indices]
+        self._v = self._v[indices]
+        self._expose()
+
+
+def _batch_cache(
+    pasts: Sequence[_Entry | None], model: Any, spare: int
+) -> tuple[DynamicCache, torch.Tensor]:
+    """A batch cache holding each row's past right-aligned, and its (rows, width) mask."""
+    config = model.config
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    width = max((len(p) for p in pasts if p is not None), default=0)
+    mask = torch.zeros((len(pasts), width), dtype=torch.long)
+    for row, past in enumerate(pasts):
+        if past is not None and len(past):
+            mask[row, width - len(past) :] = 1
+    layers = []
+    for layer in range(config.num_hidden_layers):
+        keys = torch.zeros((len(pasts), heads, width, dim), dtype=model.dtype, device=model.device)
+        values = torch.zeros_like(keys)
+        for row, past in enumerate(pasts):
+            if past is not None and len(past):
+                k, v = past.layers[layer]
+                keys[row, :, width - k.shape[1] :] = k
+                values[row, :, width - v.shape[1] :] = v
+        layers.append(_GrowingLayer(keys, values, spare))
+    cache = DynamicCache()
+    cache.layers = layers
+    return cache, mask
+
+
+def _row_state(
+    cache: DynamicCache, mask: torch.Tensor, row: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The real (unmasked) slots of one row of a batch cache, as per-layer (heads, len, dim)."""
+    slots = mask[row].bool().nonzero().squeeze(-1).to(cache.layers[0].keys.device)
+    return [
+        (layer.keys[row].index_select(1, slots), layer.values[row].index_select(1, slots))
+        for layer in cache.layers
+    ]
+
+
+class CachedGenerator:
+    """Batched multi-turn generation over a causal LM with optional per-conversation KV reuse.
+
+    `store=None` disables reuse (every prompt is encoded in full), on the same code path, so the
+    two modes can be compared exactly.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        eos_token_ids: Sequence[int],
+        pad_token_id: int,
+        context_window: int | None,
+        store: KVCacheStore | None,
+        prefill_chunk_tokens: int = DEFAULT_PREFILL_CHUNK_TOKENS,
+    ) -> None:
+        if prefill_chunk_tokens < 1:
+            raise ValueError(f"prefill_chunk_tokens must be >= 1, got {prefill_chunk_tokens}")
+        self.model = model
+        self.eos_token_ids = frozenset(int(t) for t in eos_token_ids)
+        self.pad_token_id = int(pad_token_id)
+        self.context_window = context_window
+        self.store = store
+        self.prefill_chunk_tokens = int(prefill_chunk_tokens)
+        self.stats = store.stats if store is not None else CacheStats()
+
+    # -- cache management ----------------------------------------------------------------------
+
+    def invalidate(self) -> None:
+        """Drop every cached conversation: call it whenever the model's weights change."""
+        if self.store is not None:
+            self.store.clear()
+        self.stats.invalidations += 1
+
+    def forget(self, predicate: Callable[[ConversationKey], bool]) -> int:
+        return self.store.forget(predicate) if self.store is not None else 0
+
+    def check_context(
+        self,
+        prompts: Sequence[Sequence[int]],
+        keys: Sequence[ConversationKey | None],
+        max_new_tokens: int,
+    ) -> None:
+        """Raise `ContextWindowExceeded` if any prompt plus `max_new_tokens` outgrows the window."""
+        if self.context_window is None:
+            return
+        over = [
+            (i, key, len(p))
+            for i, (p, key) in enumerate(zip(prompts, keys, strict=True))
+            if len(p) + max_new_tokens > self.context_window
+        ]
+        if over:
+            raise ContextWindowExceeded(
+                over, max_new_tokens=max_new_tokens, context_window=self.context_window
+            )
+
+    # -- generation ----------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        keys: Sequence[ConversationKey | None] | None = None,
+        *,
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        logprob_temperature: float = 1.0,
+        stop_when: Callable[[list[int]], bool] | None = None,
+        max_batch_size: int = 64,
+    ) -> list[Completion]:
+        """One completion per prompt; `keys[i]` names its conversation (None: not cached).
+
+        `stop_when(completion_ids)` is asked after each token (that is not EOS) whether the answer
+        is complete. Two prompts of one call must not share a key.
+        """
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        prompts = [list(map(int, p)) for p in prompts]
+        if any(not p for p in prompts):
+            raise ValueError("every prompt must hold at least one token")
+        keys = list(keys) if keys is not None else [None] * len(prompts)
+        if len(keys) != len(prompts):
+            raise ValueError(f"{len(keys)} keys for {len(prompts)} prompts")
+        named = [k for k in keys if k is not None]
+        if len(set(named)) != len(named):
+            raise ValueError("two prompts of one call share a conversation key")
+        self.check_context(prompts, keys, max_new_tokens)
+        pasts = [self._reusable_past(p, k) for p, k in zip(prompts, keys, strict=True)]
+        results: list[Completion | None] = [None] * len(prompts)
+        for group in self._groups(prompts, pasts, max_batch_size):
+            completions, states = self._run(
+                [prompts[i] for i in group],
+                [pasts[i] for i in group],
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                top_p=top_p,
+                top_k=top_k,
+                logprob_temperature=logprob_temperature,
+                stop_when=stop_when,
+                keep_state=[keys[i] is not None and self.store is not None for i in group],
+            )
+            for i, completion, state in zip(group, completions, states, strict=True):
+                results[i] = completion
+                if state is not None and self.store is not None:
+                    self.store.put(keys[i], state)
+        self.stats.requests += len(prompts)
+        return [r for r in results if r is not None]
+
+    def _reusable_past(self, prompt: list[int], key: ConversationKey | None) -> _Entry | None:
+        """The cached prefix of `prompt` for `key` (at least one prompt token is left to feed)."""
+        if key is None or self.store is None:
+            self.stats.full_encodes += 1
+            return None
+        entry = self.store.take(key)
+        if entry is None:
+            self.stats.full_encodes += 1
+            return None
+        cached = entry.token_ids
+        shared = min(len(cached), len(prompt))
+        common = 0
+        while common < shared and cached[common] == prompt[common]:
+            common += 1
+        if common < shared:
+            # The new prompt rewrote part of what was cached (re-rendered history).
+            self.stats.prefix_mismatches += 1
+        # At least one prompt token must be fed: its logits start the completion.
+        common = min(common, len(prompt) - 1)
+        if common == 0:
+            self.stats.full_encodes += 1
+            return None
+        self.stats.cache_hits += 1
+        return entry if common == len(entry) else entry.cropped(common)
+
+    def _groups(
+        self, prompts: list[list[int]], pasts: list[_Entry | None], max_batch_size: int
+    ) -> list[list[int]]:
+        """Rows grouped by new-token count so padding stays within `_PADDING_SLACK`."""
+        new = [
+            len(p) - (len(past) if past is not None else 0)
+            for p, past in zip(prompts, pasts, strict=True)
+        ]
+        order = sorted(range(len(prompts)), key=lambda i: -new[i])
+        groups: list[list[int]] = []
+        for i in order:
+            if groups:
+                group = groups[-1]
+                widest = new[group[0]]
+                real = sum(new[j] for j in group) + new[i]
+                if (
+                    len(group) < max_batch_size
+                    and widest * (len(group) + 1) <= _PADDING_SLACK * real
+                ):
+                    group.append(i)
+                    continue
+            groups.append([i])
+        return groups
+
+    def _run(
+        self,
+        prompts: list[list[int]],
+        pasts: list[_Entry | None],
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        top_k: int,
+        logprob_temperature: float,
+        stop_when: Callable[[list[int]], bool] | None,
+        keep_state: list[bool],
+    ) -> tuple[list[Completion], list[_Entry | None]]:
+        device = self.model.device
+        rows = len(prompts)
+        past_lens = [len(p) if p is not None else 0 for p in pasts]
+        new_ids = [prompt[n:] for prompt, n in zip(prompts, past_lens, strict=True)]
+        width = max(len(ids) for ids in new_ids)
+        cache, mask = _batch_cache(pasts, self.model, width + max_new_tokens)
+        input_ids = torch.full((rows, width), self.pad_token_id, dtype=torch.long)
+        new_mask = torch.zeros((rows, width), dtype=torch.long)
+        positions = torch.zeros((rows, width), dtype=torch.long)
+        for row, ids in enumerate(new_ids):
+            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            new_mask[row, width - len(ids) :] = 1
+            positions[row, width - len(ids) :] = torch.arange(
+                past_lens[row], past_lens[row] + len(ids)
+            )
+        self.stats.prefill_tokens += sum(len(ids) for ids in new_ids)
+        self.stats.reused_tokens += sum(past_lens)
+
+        # Chunked prefill: the same math as one pass, with attention memory bounded.
+        chunk = max(1, self.prefill_chunk_tokens // rows)
+        logits = None
+        for lo in range(0, width, chunk):
+            hi = min(width, lo + chunk)
+            mask = torch.cat([mask, new_mask[:, lo:hi]], dim=1)
+            out = self.model(
+                input_ids=input_ids[:, lo:hi].to(device),
+                attention_mask=mask.to(device),
+                position_ids=positions[:, lo:hi].to(device),
+                cache=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+            logits = out.logits[:, -1]
+        assert logits is not None
+
+        next_position = torch.tensor(
+            [n + len(ids) for n, ids in zip(past_lens, new_ids, strict=True)], dtype=torch.long
+        )
+        completions = [Completion([]) for _ in range(rows)]
+        states: list[_Entry | None] = [None] * rows
+        cached_ids = [list(p) for p in prompts]  # token ids whose KV the cache holds, per row
+        active = list(range(rows))  # batch position -> original row
+        while True:
+            logits32 = logits.float()
+            chosen = self._pick(logits32, temperature, top_p, top_k)
+            logprobs = torch.log_softmax(logits32 / logprob_temperature, dim=-1)
+            chosen_lp = logprobs.gather(1, chosen.unsqueeze(1)).squeeze(1).tolist()
+            still: list[int] = []
+            for pos, row in enumerate(active):
+                token = int(chosen[pos])
+                completion = completions[row]
+                completion.ids.append(token)
+                completion.logprobs.append(float(chosen_lp[pos]))
+                if token in self.eos_token_ids:
+                    completion.finish_reason = "eos"
+                elif stop_when is not None and stop_when(completion.ids):
+                    completion.finish_reason = "answer"
+                elif len(completion.ids) >= max_new_tokens:
+                    completion.finish_reason = "length"
+                else:
+                    still.append(pos)
+                    continue
+                if keep_state[row]:
+                    states[row] = _Entry(cached_ids[row], _row_state(cache, mask, pos))
+            if not still:
+                break
+            if len(still) < len(active):
+                index = torch.tensor(still, dtype=torch.long)
+                cache.batch_select_indices(index.to(device))
+                mask = mask[index]
+                next_position = next_position[index]
+                chosen = chosen[index.to(chosen.device)]
+                active = [active[pos] for pos in still]
+            for row in active:
+                cached_ids[row].append(completions[row].ids[-1])
+            mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
+            out = self.model(
+                input_ids=chosen.unsqueeze(1).to(device),
+                attention_mask=mask.to(device),
+                position_ids=next_position.unsqueeze(1).to(device),
+                cache=cache,
+                use_cache=True,
+            )
+            cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+            logits = out.logits[:, -1]
+            next_position = next_position + 1
+            self.stats.decode_tokens += len(active)
+        return completions, states
+
+    @staticmethod
+    def _pick(logits: torch.Tensor, temperature: float, top_p: float, top_k: int) -> torch.Tensor:
+        if temperature <= 0:
+            return logits.argmax(dim=-1)
+        scaled = logits / temperature
+        if top_k and top_k > 0:
+            kth = torch.topk(scaled, min(top_k, scaled.shape[-1]), dim=-1).values[:, -1:]
+            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+        if top_p < 1.0:
+            sorted_logits, order = torch.sort(scaled, descending=True, dim=-1)
+            cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+            # Keep the smallest set whose mass reaches top_p (the first token always stays).
+            drop = cumulative - torch.softmax(sorted_logits, dim=-1) >= top_p
+            sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+            scaled = torch.full_like(scaled, float("-inf")).scatter(1, order, sorted_logits)
+        probs = torch.softmax(scaled, dim=-1)
+        return torch.multinomial(probs, 1).squeeze(1)

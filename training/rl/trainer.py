@@ -1,0 +1,546 @@
+"""Multi-turn Dr. GRPO training of one role in a registered tomgym env (TOM-SB defender,
+Decrypto encoder, ...), with evaluation, best-checkpoint selection and an optional SFT warm start.
+
+Data flow per optimisation step (see docs/training.md):
+
+    dataset rows (scenario x attacker variant)  --TRL repeats each row num_generations times-->
+    rollout: play the group's episodes through training.runner.play_games
+             (trained agent = TrainablePolicy on the model being trained, others = opponents)
+    -> prompt_ids / completion_ids / env_mask per episode + the episode record
+       (training.rl.episodes)
+    -> reward: rewards.RewardComposer(record) (None for dropped episodes)
+    -> Dr. GRPO loss (advantage = reward - group mean; sum over sampled tokens / budget)
+
+Public API: `train(config, resume=False) -> dict` (summary), `TrainingSession` (the pieces, for
+tests and scripts), `evaluate(session, model, ...)`, `build_rows(config)`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tomgym.agents.base import BasePolicy, Policy, Turn
+from tomgym.rewards import RewardComposer
+from tomgym.rewards.episode import EpisodeRecord
+from tomgym.training.eval.validation import ScoredGame, format_table, validation_table
+from tomgym.training.rl.episodes import (
+    EpisodePlayer,
+    GameRow,
+    group_games,
+    stable_seed,
+    trl_batch,
+)
+from tomgym.training.rl.generation import hf_generate_fn, hf_score_fn
+from tomgym.training.rl.opponents import build_opponent, build_opponents, opponent_for
+from tomgym.training.rl.tokens import ChatRenderer
+from tomgym.training.rl.train_config import ConfigError, TrainConfig
+from tomgym.training.rl.trainable import TrainablePolicy
+from tomgym.training.routing import RoutedPolicy, forget_game
+from tomgym.training.runner import GameSpec, play_games
+
+logger = logging.getLogger(__name__)
+
+EVAL_SEED_OFFSET = 1_000_003  # keeps evaluation game seeds apart from training seeds
+
+
+def is_tomsb(env_id: str) -> bool:
+    return "tomsb" in env_id
+
+
+# ------------------------------------------------------------------------------ building blocks
+def resolve_model_path(spec: str) -> str:
+    """'default' -> the converted bundled SmolLM2 checkpoint; anything else as given."""
+    if spec == "default":
+        from tomgym.agents.default_model import default_model_path
+
+        return str(default_model_path())
+    return spec
+
+
+def tomsb_scenarios(cfg: TrainConfig, split: str) -> list[Any]:
+    from tomgym.envs.tomsb.benchmark import load_benchmark
+
+    bench = load_benchmark(int(cfg.env_config.get("benchmark_seed", 0)))
+    scenarios = []
+    for level in cfg.prior_levels:
+        pool = list(bench.filter(split=split, prior_level=int(level)))
+        scenarios.extend(pool[: cfg.max_scenarios] if cfg.max_scenarios else pool)
+    if not scenarios:
+        raise ConfigError(
+            f"no TOM-SB scenario in split {split!r} with prior levels {cfg.prior_levels}"
+        )
+    return scenarios
+
+
+def build_rows(cfg: TrainConfig) -> list[GameRow]:
+    """Dataset rows: TOM-SB (scenario x attacker variant) of the train split; else game seeds."""
+    if is_tomsb(cfg.env_id):
+        rows = []
+        for scenario in tomsb_scenarios(cfg, cfg.train_split):
+            for variant in cfg.attackers:
+                options = {"scenario": scenario.scenario_id, "attacker": variant}
+                rows.append(GameRow(len(rows), options, stable_seed(cfg.seed, len(rows)), variant))
+        return rows
+    return [GameRow(i, {}, stable_seed(cfg.seed, "row", i), "") for i in range(cfg.decrypto_rows)]
+
+
+def eval_rows(cfg: TrainConfig) -> list[GameRow]:
+    """Validation games: every eval attacker variant x `eval_games_per_variant` scenarios."""
+    rows: list[GameRow] = []
+    if is_tomsb(cfg.env_id):
+        scenarios = tomsb_scenarios(
+            TrainConfig.from_dict({**cfg.to_dict(), "max_scenarios": 0}), cfg.eval_split
+        )
+        for variant in cfg.eval_attackers:
+            for i in range(cfg.eval_games_per_variant):
+                sc = scenarios[i % len(scenarios)]
+                options = {"scenario": sc.scenario_id, "attacker": variant}
+                rows.append(GameRow(len(rows), options, EVAL_SEED_OFFSET + i, variant))
+        return rows
+    for i in range(cfg.eval_games_per_variant):
+        rows.append(GameRow(i, {}, EVAL_SEED_OFFSET + i, ""))
+    return rows
+
+
+def load_tokenizer(cfg: TrainConfig, model_path: str) -> Any:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer or model_path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model(cfg: TrainConfig, model_path: str) -> Any:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if cfg.torch_dtype not in dtypes:
+        raise ConfigError(f"torch_dtype must be one of {sorted(dtypes)}, got {cfg.torch_dtype!r}")
+    return AutoModelForCausalLM.from_pretrained(model_path, dtype=dtypes[cfg.torch_dtype])
+
+
+def lora_config(cfg: TrainConfig) -> Any:
+    if not cfg.use_lora:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=cfg.lora_target_modules,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+
+
+# ------------------------------------------------------------------------------ session
+class TrainingSession:
+    """Everything a run needs besides the TRL trainer: rows, policies, rewards, rollout logic."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.cfg = cfg
+        self.model_path = resolve_model_path(cfg.model)
+        self.tokenizer = load_tokenizer(cfg, self.model_path)
+        self.renderer = ChatRenderer(self.tokenizer, cfg.chat_template_kwargs)
+        self.composer = RewardComposer(
+            cfg.reward_weights,
+            gate=cfg.reward_gate,
+            agent=cfg.trained_agent,
+            tokenizer=self.tokenizer,
+        )
+        self.opponents = build_opponents(cfg, self.model_path)
+        self.trainable = TrainablePolicy(
+            self.renderer,
+            None,
+            episode_budget=cfg.max_completion_length,
+            max_turn_tokens=cfg.max_turn_tokens,
+            fallback=cfg.fallback_text,
+            name="trainable",
+        )
+        self.player = EpisodePlayer(
+            cfg.env_id,
+            cfg.trained_agent,
+            self.trainable,
+            self.opponents,
+            env_config=cfg.env_config,
+            concurrency=cfg.concurrency,
+        )
+        self.trainer: Any = None
+        self.last_batch: dict[str, list[Any]] | None = None
+        self.last_rewards: list[float | None] = []
+        self.rollout_calls = 0
+
+    # -- rollout -------------------------------------------------------------------------------
+    def run_rollout(self, prompts: Sequence[Any], trainer: Any, model_context: Any) -> dict:
+        from tomgym.training.rl.trl_adapter import gather_max
+
+        cfg = self.cfg
+        step = trainer.state.global_step
+        rank = trainer.accelerator.process_index
+        tag = f"s{step}-c{self.rollout_calls}-p{rank}"
+        self.rollout_calls += 1
+        with model_context(trainer) as model:
+            self.trainable.set_generate(
+                hf_generate_fn(model, self.tokenizer, temperature=cfg.temperature, top_p=cfg.top_p)
+            )
+            self.trainable.generate_calls = 0
+            self.trainable.generate_seconds = 0.0
+            games = group_games(
+                prompts, tag=tag, base_seed=cfg.seed, shared_seed=cfg.shared_seed_in_group
+            )
+            episodes = self.player.play(games)
+            # Generation can be a collective call on several GPUs: equalise the call count.
+            target = gather_max(trainer, self.trainable.generate_calls)
+            self.trainable.pad_generate_calls(target)
+            score = (
+                hf_score_fn(model, temperature=cfg.temperature) if cfg.debug_check_tokens else None
+            )
+            batch, metrics = trl_batch(
+                episodes, self.renderer, debug_score=score, debug=cfg.debug_check_tokens
+            )
+        metrics["time/generate_s"] = self.trainable.generate_seconds
+        metrics["rollout/generate_calls"] = float(self.trainable.generate_calls)
+        if cfg.debug_check_tokens:
+            logger.info(
+                "debug_check_tokens: max token mismatches %.0f, max |logprob deviation| %.3g",
+                metrics["debug/token_mismatches_max"],
+                metrics["debug/logprob_deviation_max"],
+            )
+        if hasattr(trainer, "add_metrics"):
+            trainer.add_metrics(metrics)
+        self.last_batch = batch
+        return batch
+
+    # -- reward --------------------------------------------------------------------------------
+    def make_reward_func(self) -> Callable[..., list[float | None]]:
+        cfg = self.cfg
+
+        def episode_reward(
+            prompts: list[Any], completions: list[Any], completion_ids: list[Any], **kwargs: Any
+        ) -> list[float | None]:
+            records = kwargs.get("episode")
+            dropped = kwargs.get("dropped")
+            if records is None or dropped is None:
+                raise RuntimeError(
+                    "reward function got no 'episode'/'dropped' rows from the rollout"
+                )
+            log_metric = kwargs.get("log_metric")
+            totals: list[float | None] = []
+            parts: dict[str, list[float]] = {}
+            accept: list[float] = []
+            for record, why_dropped in zip(records, dropped, strict=True):
+                if why_dropped:
+                    totals.append(None)
+                    accept.append(0.0)
+                    continue
+                total, components = self.composer(record)  # raises on NaN/inf, naming the part
+                totals.append(total)
+                for name, value in components.items():
+                    parts.setdefault(name, []).append(value)
+                accepted = components.get(cfg.accept_component)
+                if accepted is None:
+                    accepted = self.composer.components(record).get(cfg.accept_component, 0.0)
+                accept.append(1.0 if accepted == 1.0 else 0.0)
+            self.last_rewards = totals
+            if cfg.method == "rejection_sft" and self.trainer is not None:
+                self.trainer.acceptance = accept
+            if log_metric is not None:
+                for name, values in parts.items():
+                    key = name if name.startswith("outcome/") else f"components/{name}"
+                    log_metric(key, sum(values) / len(values))
+                log_metric(
+                    "rollout/zero_variance_groups",
+                    zero_variance_groups(totals, cfg.num_generations),
+                )
+                if cfg.method == "rejection_sft":
+                    log_metric("rejection_sft/accepted", sum(accept) / max(1, len(accept)))
+            return totals
+
+        episode_reward.__name__ = "episode_reward"
+        return episode_reward
+
+
+def zero_variance_groups(totals: Sequence[float | None], group: int) -> float:
+    """Fraction of complete groups whose kept rewards are all equal (they teach nothing)."""
+    groups = [totals[i : i + group] for i in range(0, len(totals) - group + 1, group)]
+    if not groups:
+        return math.nan
+    flat = 0
+    for g in groups:
+        kept = [x for x in g if x is not None]
+        flat += len(kept) < 2 or max(kept) - min(kept) < 1e-12
+    return flat / len(groups)
+
+
+# ------------------------------------------------------------------------------ evaluation
+def evaluate(
+    session: TrainingSession,
+    model: Any,
+    *,
+    rows: Sequence[GameRow] | None = None,
+    temperature: float | None = None,
+    tag: str = "eval",
+) -> dict[str, Any]:
+    """Play validation games with `model` as the trained agent; per-route table of reward means.
+
+    The games play like rollouts (same runner, router and opponents); the result is
+    `training.eval.validation.validation_table`'s (with each game's `sampled_tokens` as a
+    metric beside the reward components).
+    """
+    cfg = session.cfg
+    rows = list(rows if rows is not None else eval_rows(cfg))
+    temp = cfg.eval_temperature if temperature is None else temperature
+    policy = TrainablePolicy(
+        session.renderer,
+        hf_generate_fn(model, session.tokenizer, temperature=temp, top_p=cfg.top_p),
+        episode_budget=cfg.max_completion_length,
+        max_turn_tokens=cfg.max_turn_tokens,
+        fallback=cfg.fallback_text,
+        name="evaluated",
+    )
+    player = EpisodePlayer(
+        cfg.env_id,
+        cfg.trained_agent,
+        policy,
+        session.opponents,
+        env_config=cfg.env_config,
+        concurrency=cfg.concurrency,
+    )
+    games = [(f"{tag}-r{r.row}", r, r.seed) for r in rows]
+    was_training = getattr(model, "training", False)
+    model.eval()
+    try:
+        episodes = player.play(games)
+    finally:
+        if was_training:
+            model.train()
+    scored = []
+    for ep in episodes:
+        if ep.dropped:
+            scored.append(ScoredGame(ep.row.route, None))
+            continue
+        total, components = session.composer(ep.record)
+        metrics = {**components, "sampled_tokens": float(ep.tokens.sampled_tokens)}
+        scored.append(ScoredGame(ep.row.route, total, metrics))
+    return validation_table(scored)
+
+
+# ------------------------------------------------------------------------------ SFT warm start
+class TranscriptRecorder(BasePolicy):
+    """Wraps a policy and keeps, per game, the chat it saw and answered (side questions skipped)."""
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner = inner
+        self.name = getattr(inner, "name", "teacher")
+        self.chats: dict[str, list[dict[str, str]]] = {}
+
+    def reset(self, game_id: str) -> None:
+        self.chats[game_id] = []
+        self.inner.reset(game_id)
+
+    def forget(self, game_id: str) -> None:
+        self.chats.pop(game_id, None)
+        forget_game(self.inner, game_id)
+
+    def act_batch(self, turns: Sequence[Turn]) -> list[str]:
+        answers = self.inner.act_batch(turns)
+        for turn, answer in zip(turns, answers, strict=True):
+            if turn.side_question or int(turn.observation.get("side_question", 0) or 0):
+                continue
+            chat = self.chats.setdefault(turn.game_id, [])
+            if not chat and turn.observation.get("system"):
+                chat.append({"role": "system", "content": str(turn.observation["system"])})
+            chat.append({"role": "user", "content": str(turn.observation.get("message", ""))})
+            chat.append({"role": "assistant", "content": answer})
+        return answers
+
+    def describe(self) -> dict[str, Any]:
+        return self.inner.describe()
+
+    def take_examples(self, game_id: str) -> list[dict[str, Any]]:
+        """The game's prompt/completion chat examples, one per assistant turn; keeps nothing."""
+        chat = self.chats.pop(game_id, [])
+        return [
+            {"prompt": chat[:i], "completion": [msg]}
+            for i, msg in enumerate(chat)
+            if msg["role"] == "assistant"
+        ]
+
+
+def sft_warmstart(
+    session: TrainingSession, model: Any, out_dir: Path
+) -> tuple[Any, dict[str, Any]]:
+    """Imitate `sft_teacher`'s transcripts (TRL SFTTrainer + LoRA, merged); returns model, report."""
+    from tomgym.training.rl.trl_adapter import run_sft
+
+    cfg = session.cfg
+    teacher = TranscriptRecorder(
+        build_opponent(f"scripted:{cfg.sft_teacher}", seed=cfg.seed, model_path="")
+    )
+    player_rows = build_rows(cfg)
+    chosen = [
+        player_rows[stable_seed(cfg.seed, "sft", i) % len(player_rows)]
+        for i in range(cfg.sft_games)
+    ]
+    games = [(f"sft-{i}", r, stable_seed(cfg.seed, "sft-seed", i)) for i, r in enumerate(chosen)]
+    router = RoutedPolicy(name="opponents")
+    for gid, row, _ in games:
+        router.assign(gid, {a: opponent_for(o, row.route) for a, o in session.opponents.items()})
+    examples: list[dict[str, Any]] = []
+
+    def take(record: EpisodeRecord) -> None:  # before the runner makes the teacher forget
+        examples.extend(teacher.take_examples(record["game_id"]))
+
+    records = play_games(
+        cfg.env_id,
+        [GameSpec(g, s, dict(r.options)) for g, r, s in games],
+        {cfg.trained_agent: teacher, **dict.fromkeys(session.opponents, router)},
+        concurrency=max(1, min(cfg.concurrency, len(games))),
+        env_config=cfg.env_config or None,
+        on_record=take,
+    )
+    if not examples:
+        raise RuntimeError(f"the SFT teacher {cfg.sft_teacher!r} produced no transcripts")
+    started = time.perf_counter()
+    model, metrics = run_sft(
+        model,
+        session.tokenizer,
+        examples,
+        output_dir=str(out_dir / "sft"),
+        steps=cfg.sft_steps,
+        learning_rate=cfg.sft_learning_rate,
+        batch_size=cfg.sft_batch_size,
+        seed=cfg.seed,
+        peft_config=lora_config(cfg) if cfg.use_lora else None,
+        use_cpu=not _cuda(),
+    )
+    outcomes: dict[str, int] = {}
+    for r in records:
+        outcomes[str(r["outcome"])] = outcomes.get(str(r["outcome"]), 0) + 1
+    report = {
+        "teacher": cfg.sft_teacher,
+        "games": len(games),
+        "examples": len(examples),
+        "teacher_outcomes": outcomes,
+        "seconds": time.perf_counter() - started,
+        **{f"train/{k}": v for k, v in metrics.items()},
+    }
+    return model, report
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+# ------------------------------------------------------------------------------ training
+def build_trainer(session: TrainingSession, model: Any | None = None) -> Any:
+    """The `DrGRPOTrainer` for a session (model loaded from the config unless given)."""
+    from datasets import Dataset
+    from tomgym.training.rl.trl_adapter import DrGRPOTrainer, build_grpo_config, make_rollout_func
+
+    cfg = session.cfg
+    out_dir = Path(cfg.output_dir)
+    rows = build_rows(cfg)
+    dataset = Dataset.from_list([{"prompt": r.encode()} for r in rows])
+    args = build_grpo_config(cfg, output_dir=str(out_dir), cuda=_cuda())
+    trainer = DrGRPOTrainer(
+        model=model if model is not None else load_model(cfg, session.model_path),
+        reward_funcs=[session.make_reward_func()],
+        args=args,
+        train_dataset=dataset,
+        processing_class=session.tokenizer,
+        peft_config=lora_config(cfg),
+        rollout_func=make_rollout_func(session.run_rollout),
+        method=cfg.method,
+    )
+    session.trainer = trainer
+    trainer.add_callback(EvalCallback(session))
+    return trainer
+
+
+class EvalCallback:
+    """Validation evaluation every `eval_steps` (and at the end); keeps the best checkpoint."""
+
+    def __new__(cls, session: TrainingSession) -> Any:
+        from transformers import TrainerCallback
+
+        class _Callback(TrainerCallback):
+            def __init__(self) -> None:
+                self.session = session
+                self.history: list[dict[str, Any]] = []
+                self.best: dict[str, Any] | None = None
+
+            def run(self, step: int) -> None:
+                from tomgym.training.rl.trl_adapter import generation_model
+
+                trainer = self.session.trainer
+                cfg = self.session.cfg
+                with generation_model(trainer) as model:
+                    result = evaluate(self.session, model, tag=f"eval-s{step}")
+                entry = {"step": step, "table": result["table"], "mean": result["mean"]}
+                self.history.append(entry)
+                out = Path(cfg.output_dir)
+                if trainer.is_world_process_zero():
+                    out.mkdir(parents=True, exist_ok=True)
+                    with open(out / "eval.jsonl", "a") as fh:
+                        fh.write(json.dumps(entry) + "\n")
+                    logger.info("validation at step %d:\n%s", step, format_table(result))
+                trainer.log({f"eval/{k}": v for k, v in result["mean"].items()})
+                metric = result["mean"].get(cfg.best_metric)
+                if metric is None:
+                    raise ConfigError(
+                        f"best_metric {cfg.best_metric!r} is not an evaluation metric; have "
+                        f"{sorted(result['mean'])}"
+                    )
+                if self.best is None or metric > self.best["value"]:
+                    self.best = {"step": step, "metric": cfg.best_metric, "value": metric}
+                    trainer.save_model(str(out / "best"))
+                    if trainer.is_world_process_zero():
+                        (out / "best" / "best.json").write_text(json.dumps(self.best, indent=2))
+
+            def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                every = self.session.cfg.eval_steps
+                if every and state.global_step % every == 0 and state.global_step < state.max_steps:
+                    self.run(state.global_step)
+
+            def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                if self.session.cfg.eval_games_per_variant > 0:
+                    self.run(state.global_step)
+
+        return _Callback()
+
+
+def train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
+    """Run one training job; returns a summary (also written to output_dir/summary.json)."""
+    out_dir = Path(cfg.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
+    session = TrainingSession(cfg)
+    model = load_model(cfg, session.model_path)
+    summary: dict[str, Any] = {"config": cfg.to_dict()}
+    if cfg.sft_warmstart and not resume:
+        model, report = sft_warmstart(session, model, out_dir)
+        summary["sft_warmstart"] = report
+        (out_dir / "sft_warmstart.json").write_text(json.dumps(report, indent=2, default=str))
+    trainer = build_trainer(session, model)
+    started = time.perf_counter()
+    result = trainer.train(resume_from_checkpoint=True if resume else None)
+    summary["grpo"] = {**result.metrics, "seconds": time.perf_counter() - started}
+    trainer.save_model(str(out_dir / "final"))
+    callback = next(c for c in trainer.callback_handler.callbacks if hasattr(c, "history"))
+    summary["eval"] = callback.history
+    summary["best"] = callback.best
+    if trainer.is_world_process_zero():
+        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    return summary
