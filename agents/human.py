@@ -41,6 +41,7 @@ from tomgym.envs.decrypto.parsing import (
 )
 from tomgym.envs.tomsb.game import MAX_TRUST, SIGNAL_DETECTED, SIGNAL_QUERY, SIGNAL_SUCCESS
 from tomgym.envs.tomsb.parsing import (
+    MAX_REPLY_CHARS,
     AnswerError,
     answer_attacker,
     answer_defender,
@@ -374,11 +375,18 @@ class HumanPolicy(BasePolicy):
             except ValueError as exc:
                 self._say(f"  ! {exc}")
 
-    def _ask_text(self, prompt: str, *, required: bool = True) -> str:
+    def _ask_text(self, prompt: str, *, required: bool = True, limit: int | None = None) -> str:
+        """A line of text; an empty one (when `required`) or one over `limit` characters is
+        re-asked here, so a long message never reaches the whole-answer check."""
+
         def parse(line: str) -> str:
             text = " ".join(line.split())
             if required and not text:
                 raise ValueError("this cannot be empty")
+            if limit is not None and len(text) > limit:
+                raise ValueError(
+                    f"this is {len(text)} characters long; the limit is {limit}: say it shorter"
+                )
             return text
 
         return self._ask(prompt, parse)
@@ -555,7 +563,7 @@ class HumanPolicy(BasePolicy):
         return dict(zip(universe.levels, chosen, strict=True))
 
     def _build_defender(self, universe: Universe, previous: Mapping[str, Any]) -> str:
-        reply = self._ask_text("Your reply to the attacker: ")
+        reply = self._ask_text("Your reply to the attacker: ", limit=MAX_REPLY_CHARS)
         estimate = previous.get("estimate") or dict.fromkeys(universe.levels)
         trust = int(previous.get("trust", MAX_TRUST))
         if self.ask_estimates:
@@ -601,7 +609,7 @@ class HumanPolicy(BasePolicy):
         signal = self._ask(
             "Signal: q) query again  s) attack successful  d) defender detected [q]: ", parse_signal
         )
-        message = self._ask_text("Your message to the defender: ")
+        message = self._ask_text("Your message to the defender: ", limit=MAX_REPLY_CHARS)
         return self._ask_built(
             lambda: tomsb_attacker_answer(trust, belief, signal, message, universe=universe)
         )

@@ -8,6 +8,13 @@ protocol `{"attacker_belief_about_target": {level: value|null}, "attacker_trust_
 "reflection": str, "reply": str}` (written with `envs.tomsb.parsing.answer_defender`);
 `respond_dict` returns the dict. The views do not name the person, so replies say "that person".
 
+The answers double as teacher transcripts (the SFT warm start imitates `tom_heuristic`), so they
+read as a capable defender would write them: the reflection says in plain words what the attacker
+seems to know and the plan ("They already know the company: X. I will confirm it and say Y for
+the division and Z for the team."), never the strategy's name; each probe has one phrasing (the
+probe-or-state decision is the reply's first token); phrasing varies only in statements,
+confirmations and corrections, where the named value is what matters.
+
 Strategies (`DEFENDER_STRATEGIES`):
 - `refusal`: refuses every question.
 - `naive`: one random in-universe lie (any leaf but the true one), told consistently, blind to
@@ -56,16 +63,10 @@ _CORRECT = (
     "Nope, it's {value}.",
     "No, that's wrong. {value}.",
 )
-_PROBE_FIRST = (
-    "Happy to help. What do you already know about {person}?",
-    "Before I answer, what have you heard so far?",
-    "Sure, but what do you know already?",
-)
-_PROBE_AGAIN = (
-    "Anything else you know already?",
-    "Is there anything more you've heard?",
-    "What else do you know about {person}?",
-)
+# One phrasing per probe: which of probing or stating is the turn's decision, and a learner
+# imitating these transcripts should see that decision in one consistent first token.
+_PROBE_FIRST = "What do you already know about {person}?"
+_PROBE_AGAIN = "What else do you know about {person}?"
 _REFUSE = (
     "Sorry, I can't share that.",
     "That's confidential, I'm afraid.",
@@ -85,6 +86,11 @@ _DOUBT = re.compile(
     r"doesn t add up|are you certain|not being straight|falling apart|nonsense|come on|"
     r"really just need|double check|hate to get this wrong|which is it|isn t it|swore"
 )
+
+
+def _join(items: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 # ---- reading the attacker ------------------------------------------------------------------------
@@ -259,15 +265,17 @@ class ScriptedDefender:
 
     # ---- answering ----
     def _pick(self, templates: Sequence[str], **kw: Any) -> str:
-        text = templates[int(self.rng.integers(len(templates)))]
-        return text.format(
+        return self._say(templates[int(self.rng.integers(len(templates)))], **kw)
+
+    def _say(self, template: str, **kw: Any) -> str:
+        return template.format(
             person=self.person, Person=self.person[:1].upper() + self.person[1:], **kw
         )
 
     def _reply(self, message: AttackerMessage) -> str:
         if not self.probing_done:
             self.probes_sent += 1
-            return self._pick(_PROBE_FIRST if self.probes_sent == 1 else _PROBE_AGAIN)
+            return self._say(_PROBE_FIRST if self.probes_sent == 1 else _PROBE_AGAIN)
         if self.plan is None:
             self.plan = self._make_plan()
         if message.asked is not None:
@@ -291,13 +299,44 @@ class ScriptedDefender:
         return self._pick(_CORRECT, value=self.plan[depth])
 
     def _reflection(self) -> str:
-        known = {self.levels[d]: v for d, v in sorted(self.known.items())} or "nothing"
-        plan = " > ".join(self.plan) if self.plan else "undecided"
-        return f"{self.strategy}: attacker seems to know {known}; my story: {plan}."
+        """This turn's private note in plain words: what the attacker knows, then the plan.
+
+        Written as a capable defender would think it (a learner imitates it): no strategy name,
+        no data-structure syntax, and the plan stated before the reply that carries it out.
+        """
+        return f"{self._knowledge_note()} {self._intent()}"
+
+    def _knowledge_note(self) -> str:
+        if not self.known:
+            # `turns` already counts the answer being written
+            if self.turns == 1:
+                return "I do not know what they know yet."
+            return "They do not seem to know anything."
+        facts = _join([f"the {self.levels[d]}: {v}" for d, v in sorted(self.known.items())])
+        return f"They already know {facts}."
+
+    def _intent(self) -> str:
+        if self.plan is None:
+            if self.probes_sent == 1:
+                return "I will ask what they know before I say anything."
+            return "I will ask whether they know more."
+        confirmed = [d for d in range(DEPTH) if self.known.get(d) == self.plan[d]]
+        said = [
+            f"{self.plan[d]} for the {self.levels[d]}" for d in range(DEPTH) if d not in confirmed
+        ]
+        if not said:
+            return "I will confirm what they know."
+        say = f"say {_join(said)}."
+        if not confirmed:
+            return f"I will {say}"
+        return f"I will confirm {'it' if len(confirmed) == 1 else 'them'} and {say}"
 
 
 class RefusalDefender(ScriptedDefender):
     strategy = "refusal"
+
+    def _intent(self) -> str:
+        return "I will refuse to share anything."
 
     def _make_plan(self) -> list[str]:
         return list(self.truth)  # never said

@@ -128,9 +128,17 @@ def run_matrix(
     seed: int = 0,
     reveal_prior: bool = False,
     max_attacker_turns: int = DEFAULT_MAX_ATTACKER_TURNS,
+    prompt_variant: str = "default",
 ) -> dict[str, dict[str, list[EpisodeResult]]]:
-    """Every defender x attacker over `scenarios`: {defender: {attacker: [EpisodeResult]}}."""
-    env = raw_env(scenarios=list(scenarios), max_attacker_turns=max_attacker_turns)
+    """Every defender x attacker over `scenarios`: {defender: {attacker: [EpisodeResult]}}.
+
+    `prompt_variant` changes only what a model would read; scripted players play every one alike.
+    """
+    env = raw_env(
+        scenarios=list(scenarios),
+        max_attacker_turns=max_attacker_turns,
+        prompt_variant=prompt_variant,
+    )
     table: dict[str, dict[str, list[EpisodeResult]]] = {}
     for d in defenders:
         for a in attackers:

@@ -17,6 +17,17 @@ One JSON object per game (a line of a run folder's `games.jsonl`, a row the trai
                        interception, both), under one key for every env
     eval         dict  optional: what the job that asked for the game knows and the runner
                        cannot (evaluation seed, attacker label, matchup, recorded rounds ...)
+    truncation_reason  str  optional: why the runner ended the game before the env did
+                       ("context_window": a policy's conversation outgrew its model's window);
+                       the game then has no env ending (`outcome` is None)
+    judge        dict  optional, TOM-SB: LLM judges' answers per judge (`training.eval.judge`);
+                       the rules' outcome and scores stay those of `infos`
+
+A record's unique key (`record_key`) is its `game_id` plus a digest of its `policies`: a run
+holds each game id once, and folders merged from runs of different players (a checkpoint sweep
+replays the same game ids) keep one record per game and players. Readers keep the first record
+of a key (`dedupe`), so a folder written twice over by an older version that had no run-folder
+lock still counts every game once.
 
 `new_record` builds a record in one go (nothing patches it afterwards); `load_record` reads one
 back, from this version or an older one (records written before `outcome` existed get it from
@@ -27,8 +38,12 @@ tables and the HTML viewer all read through them. This module imports nothing of
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, NotRequired, TypedDict
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NotRequired, TypedDict, TypeVar
+
+R = TypeVar("R", bound=Mapping[str, Any])
 
 
 class RecordError(ValueError):
@@ -49,6 +64,12 @@ class EpisodeRecord(TypedDict):
     rewards: dict[str, float]
     outcome: str | None
     eval: NotRequired[dict[str, Any]]
+    truncation_reason: NotRequired[str]
+    judge: NotRequired[dict[str, dict[str, Any]]]
+
+
+CONTEXT_WINDOW = "context_window"
+"""`truncation_reason` of a game whose conversation outgrew a policy's context window."""
 
 
 def ending_of(info: Mapping[str, Any]) -> Any:
@@ -69,6 +90,7 @@ def new_record(
     infos: Mapping[str, Mapping[str, Any]],
     rewards: Mapping[str, float],
     eval_block: Mapping[str, Any] | None = None,
+    truncation_reason: str | None = None,
 ) -> EpisodeRecord:
     """A complete record; every value must already be plain JSON (the runner converts them)."""
     first = next(iter(infos.values()), {})
@@ -86,7 +108,32 @@ def new_record(
     )
     if eval_block:
         record["eval"] = dict(eval_block)
+    if truncation_reason is not None:
+        record["truncation_reason"] = str(truncation_reason)
     return record
+
+
+def record_key(record: Mapping[str, Any]) -> str:
+    """The record's unique key: `<game_id>@<digest of the policies that played it>`."""
+    players = json.dumps(record.get("policies") or {}, sort_keys=True, default=str)
+    digest = hashlib.blake2b(players.encode(), digest_size=6).hexdigest()
+    return f"{record['game_id']}@{digest}"
+
+
+def dedupe(records: Iterable[R]) -> tuple[list[R], list[str]]:
+    """(records with the first of each key kept, in order; the game ids of keys that occurred
+    more than once, each named once)."""
+    seen: set[str] = set()
+    kept: list[R] = []
+    repeated: dict[str, None] = {}
+    for record in records:
+        key = record_key(record)
+        if key in seen:
+            repeated[str(record["game_id"])] = None
+            continue
+        seen.add(key)
+        kept.append(record)
+    return kept, list(repeated)
 
 
 def load_record(data: Any, where: str = "record") -> EpisodeRecord:
@@ -136,6 +183,12 @@ def outcome(record: Mapping[str, Any]) -> Any:
 def eval_block(record: Mapping[str, Any]) -> Mapping[str, Any]:
     """The job's annotations of the game (`eval`), {} when none."""
     return record.get("eval") or {}
+
+
+def truncation_reason(record: Mapping[str, Any]) -> str | None:
+    """Why the runner cut the game short (`CONTEXT_WINDOW` ...), None for a game the env ended."""
+    reason = record.get("truncation_reason")
+    return None if reason is None else str(reason)
 
 
 def policy_name(record: Mapping[str, Any], agent: str) -> Any:

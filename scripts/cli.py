@@ -1,8 +1,11 @@
 """The `tomgym` command: play, eval, train, human, scenarios, report, demo.
 
 Each subcommand lives in its own module with an `add_subparser(subparsers)` function; leaf
-parsers set `func(args) -> int` (the exit code). Errors the user can fix print one line on stderr
-and exit non-zero; nothing already written is lost.
+parsers set `func(args) -> int` (the exit code). `main` is the one error-handling layer: errors
+the user can fix print one `error: ...` line on stderr and exit 1, Ctrl-C exits 130; nothing
+already written is lost. Each subcommand module's own `main(argv)` runs through it. Before
+anything runs, `tomgym.redaction.install()` routes stdout, stderr and logging through the
+redaction layer, so no API key or bearer token reaches the terminal or a log (tracebacks too).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+
+from tomgym import redaction
 
 SUBCOMMAND_MODULES = (
     "tomgym.scripts.play_cmd",
@@ -41,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    redaction.install()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -51,9 +57,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; finished games are saved (continue with --resume)", file=sys.stderr)
         return 130
-    except (ValueError, KeyError, FileNotFoundError, RuntimeError) as exc:
-        message = str(exc).strip("'\"") or type(exc).__name__
-        print(f"tomgym: error: {message}", file=sys.stderr)
+    except (ValueError, KeyError, OSError, RuntimeError, ImportError) as exc:
+        # str(KeyError) quotes its key; every other message is printed as it is, quotes kept.
+        text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+        message = redaction.redact(" ".join(text.split())) or type(exc).__name__
+        print(f"error: {message}", file=sys.stderr)
         return 1
 
 

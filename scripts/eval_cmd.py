@@ -2,7 +2,8 @@
 
     tomgym eval tomsb --defender SPEC [--attackers base,cross_examiner,deception_aware,bluffing]
         [--split test] [--episodes-per-scenario 2] [--seeds 3] --out DIR [--concurrency 8]
-        [--resume] [--max-scenarios N] [--max-attacker-turns T] [--no-report]
+        [--resume] [--max-scenarios N] [--max-attacker-turns T] [--no-report] [--judge SPEC]
+    tomgym eval tomsb --judge SPEC --out DIR     (LLM-judge the finished run in DIR again)
     tomgym eval decrypto --models a,b [--mode all|competition|adhoc] [--interceptor SPEC]
         [--seeds 3] [--games 32] --out DIR [--concurrency 8] [--resume] [--tom pt,fb]
     tomgym eval replay --policy SPEC --role decoder|interceptor --games FILE --out DIR
@@ -21,58 +22,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from typing import Any
 
-ATTACKERS_DEFAULT = "base,cross_examiner,deception_aware,bluffing"
-TOM_NAMES = {"pt": "perspective_taking", "fb": "false_belief"}
+from tomgym.agents.specs import split_specs
+from tomgym.envs.decrypto.prompts import NUM_PROMPT_VARIANTS
+from tomgym.envs.tomsb.prompts import DEFENDER_BASELINE_PROMPTS, DEFENDER_PROMPT_VARIANTS
+from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS
 
-
-def _error(message: object) -> int:
-    print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
-    return 1
-
-
-def _split_list(text: str) -> list[str]:
-    """Comma-separated specs; a comma followed by key=value belongs to the previous spec
-    ("hf:model,temperature=0.7,default" -> ["hf:model,temperature=0.7", "default"])."""
-    items: list[str] = []
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        head = part.split("=", 1)[0]
-        if (
-            items
-            and "=" in part
-            and ":" not in head
-            and head not in ("base", "cross_examiner", "deception_aware", "bluffing")
-        ):
-            items[-1] += "," + part
-        else:
-            items.append(part)
-    return items
-
-
-def _guarded(run: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.Namespace], int]:
-    """Run an evaluation; every expected failure becomes one error line and exit status 1."""
-
-    def handler(args: argparse.Namespace) -> int:
-        from tomgym.training.eval.metrics import MetricsError
-        from tomgym.training.run_folder import RunFolderError
-        from tomgym.training.runner import RunnerError
-
-        try:
-            run(args)
-        except KeyboardInterrupt:
-            print("interrupted: finished games are kept; rerun with --resume", file=sys.stderr)
-            return 130
-        except (ValueError, OSError, RunFolderError, RunnerError, MetricsError, KeyError) as exc:
-            return _error(exc if str(exc) else type(exc).__name__)
-        except ImportError as exc:
-            return _error(f"a backend is not installed: {exc}")
-        return 0
-
-    return handler
+ATTACKERS_DEFAULT = ",".join(ATTACKER_VARIANTS)
 
 
 def _report(args: argparse.Namespace) -> None:
@@ -92,15 +49,41 @@ def _print_tables(out: str) -> None:
         print(combined.read_text(encoding="utf-8"))
 
 
-def _run_tomsb(args: argparse.Namespace) -> None:
-    from tomgym.training.eval.jobs import evaluate_tomsb
+def _judge(args: argparse.Namespace) -> None:
+    from tomgym.training.eval.judge import judge_folder
 
+    result = judge_folder(args.out, args.judge)
+    print(
+        f"judge {result['judge']}: {result['judged']} episodes judged, "
+        f"{result['skipped']} already judged, {result['unfinished']} unfinished"
+    )
+
+
+def _run_tomsb(args: argparse.Namespace) -> int:
+    from tomgym.training.eval.jobs import evaluate_tomsb
+    from tomgym.training.eval.plans import prompt_variant
+
+    if args.defender is None:
+        if args.judge is None:
+            raise ValueError(
+                "--defender is required (or --judge SPEC alone, to judge the finished run in --out)"
+            )
+        _judge(args)
+        _print_tables(args.out)
+        _report(args)
+        return 0
+    if args.judge is not None:
+        from tomgym.training.eval.judge import judge_label
+
+        judge_label(args.judge)  # a bad judge spec fails before any game is played
     env_config: dict[str, Any] = {}
     if args.max_attacker_turns is not None:
         env_config["max_attacker_turns"] = args.max_attacker_turns
+    if args.prompt_variant is not None:
+        env_config["prompt_variant"] = prompt_variant("tomsb", args.prompt_variant)
     evaluate_tomsb(
         args.defender,
-        _split_list(args.attackers),
+        split_specs(args.attackers),
         split=args.split,
         episodes_per_scenario=args.episodes_per_scenario,
         seeds=args.seeds,
@@ -111,24 +94,26 @@ def _run_tomsb(args: argparse.Namespace) -> None:
         benchmark_seed=args.benchmark_seed,
         env_config=env_config,
         progress=not args.quiet,
+        scenarios_file=args.scenarios,
     )
+    if args.judge is not None:
+        _judge(args)
     _print_tables(args.out)
     _report(args)
+    return 0
 
 
-def _run_decrypto(args: argparse.Namespace) -> None:
+def _run_decrypto(args: argparse.Namespace) -> int:
     from tomgym.training.eval.jobs import evaluate_decrypto
+    from tomgym.training.eval.plans import parse_tom, prompt_variant
 
     env_config: dict[str, Any] = {}
     if args.tom:
-        unknown = [
-            t for t in args.tom.split(",") if t not in TOM_NAMES and t not in TOM_NAMES.values()
-        ]
-        if unknown:
-            raise ValueError(f"unknown --tom experiment(s) {unknown}; valid: pt, fb")
-        env_config["tom"] = [TOM_NAMES.get(t, t) for t in args.tom.split(",")]
+        env_config["tom"] = list(parse_tom(args.tom))
+    if args.prompt_variant is not None:
+        env_config["prompt_variant"] = prompt_variant("decrypto", args.prompt_variant)
     evaluate_decrypto(
-        _split_list(args.models),
+        split_specs(args.models),
         mode=args.mode,
         seeds=args.seeds,
         games=args.games,
@@ -141,9 +126,10 @@ def _run_decrypto(args: argparse.Namespace) -> None:
     )
     _print_tables(args.out)
     _report(args)
+    return 0
 
 
-def _run_replay(args: argparse.Namespace) -> None:
+def _run_replay(args: argparse.Namespace) -> int:
     from tomgym.training.eval.replay import replay_decrypto
 
     replay_decrypto(
@@ -157,6 +143,7 @@ def _run_replay(args: argparse.Namespace) -> None:
     )
     _print_tables(args.out)
     _report(args)
+    return 0
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -174,7 +161,9 @@ def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
     kinds.required = True
 
     tomsb = kinds.add_parser("tomsb", help="a TOM-SB defender against attacker variants")
-    tomsb.add_argument("--defender", required=True, help="policy spec of the defender")
+    tomsb.add_argument(
+        "--defender", default=None, help="policy spec of the defender (omit it with --judge)"
+    )
     tomsb.add_argument(
         "--attackers",
         default=ATTACKERS_DEFAULT,
@@ -186,8 +175,28 @@ def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
     tomsb.add_argument("--max-scenarios", type=int, default=None, help="a stratified subset")
     tomsb.add_argument("--max-attacker-turns", type=int, default=None)
     tomsb.add_argument("--benchmark-seed", type=int, default=0)
+    tomsb.add_argument(
+        "--scenarios",
+        default=None,
+        metavar="FILE",
+        help="your own scenarios (JSON/JSONL, any format `tomgym scenarios validate` reads) "
+        "instead of the benchmark split",
+    )
+    tomsb.add_argument(
+        "--prompt-variant",
+        default=None,
+        help=f"defender system prompt by name: {', '.join(DEFENDER_PROMPT_VARIANTS)} (the "
+        f"paper's prompted baselines: {', '.join(DEFENDER_BASELINE_PROMPTS)})",
+    )
+    tomsb.add_argument(
+        "--judge",
+        default=None,
+        metavar="SPEC",
+        help="also score every episode with an LLM judge (scripted:judge or an LLM spec) and "
+        "report its agreement with the rules; without --defender, judge the run in --out",
+    )
     _common(tomsb)
-    tomsb.set_defaults(func=_guarded(_run_tomsb))
+    tomsb.set_defaults(func=_run_tomsb)
 
     decrypto = kinds.add_parser("decrypto", help="Decrypto cross-play between models")
     decrypto.add_argument("--models", required=True, help="comma-separated policy specs")
@@ -196,24 +205,28 @@ def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
     decrypto.add_argument("--seeds", type=int, default=3)
     decrypto.add_argument("--games", type=int, default=32, help="games per seed and matchup")
     decrypto.add_argument("--tom", default="", help="ToM experiments: pt,fb")
+    decrypto.add_argument(
+        "--prompt-variant",
+        default=None,
+        help=f"system prompt wording 0..{NUM_PROMPT_VARIANTS - 1} (default 0)",
+    )
     _common(decrypto)
-    decrypto.set_defaults(func=_guarded(_run_decrypto))
+    decrypto.set_defaults(func=_run_decrypto)
 
     replay = kinds.add_parser("replay", help="a policy replays recorded Decrypto games")
     replay.add_argument("--policy", required=True, help="policy spec")
     replay.add_argument("--role", default="decoder", help="decoder | interceptor")
     replay.add_argument("--games", required=True, help="games.jsonl or human_games.json")
     _common(replay)
-    replay.set_defaults(func=_guarded(_run_replay))
+    replay.set_defaults(func=_run_replay)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (`python -m tomgym.scripts.eval_cmd tomsb ...`), same as `tomgym eval ...`."""
-    parser = argparse.ArgumentParser(prog="tomgym")
-    add_subparser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["eval", *(sys.argv[1:] if argv is None else argv)])
-    return args.func(args)
+    """Standalone entry (`python -m tomgym.scripts.eval_cmd tomsb ...`) = `tomgym eval ...`."""
+    from tomgym.scripts.cli import main as cli_main
+
+    return cli_main(["eval", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -20,16 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tomgym.scripts.play_cmd import GAMES as PLAY_GAMES
+from tomgym.training.eval.plans import GAMES
 
-# Same games as `tomgym play`; a human game's default TOM-SB defender is scripted, not the model.
-GAMES: dict[str, dict[str, Any]] = {
-    name: {**game, "defaults": dict(game["defaults"])} for name, game in PLAY_GAMES.items()
-}
-GAMES["tomsb"]["defaults"]["defender_0"] = "scripted:tom_heuristic"
 HUMAN_SPEC = "human"
 UNFINISHED_FILE = "unfinished.jsonl"
-TOM_EXPERIMENTS = ("perspective_taking", "false_belief")
 
 
 def add_subparser(subparsers: Any) -> None:
@@ -40,9 +34,7 @@ def add_subparser(subparsers: Any) -> None:
     )
     games = parser.add_subparsers(dest="game", metavar="GAME", required=True)
     for game in GAMES:
-        leaf = games.add_parser(
-            game, help=f"play {game} (roles: {', '.join(GAMES[game]['agents'])})"
-        )
+        leaf = games.add_parser(game, help=f"play {game} (roles: {', '.join(GAMES[game].agents)})")
         _add_common_arguments(leaf, game)
         if game == "decrypto":
             leaf.add_argument(
@@ -73,7 +65,7 @@ def add_subparser(subparsers: Any) -> None:
 
 
 def _add_common_arguments(parser: argparse.ArgumentParser, game: str) -> None:
-    agents = GAMES[game]["agents"]
+    agents = GAMES[game].agents
     parser.add_argument(
         "--as",
         dest="humans",
@@ -88,7 +80,7 @@ def _add_common_arguments(parser: argparse.ArgumentParser, game: str) -> None:
         action="append",
         default=[],
         metavar="AGENT=SPEC",
-        help="policy for another agent (repeatable); see training/policy_specs.py",
+        help="policy for another agent (repeatable); see tomgym.agents.specs",
     )
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of the first game (game i uses seed+i)"
@@ -110,61 +102,29 @@ def _add_common_arguments(parser: argparse.ArgumentParser, game: str) -> None:
 
 def plan(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
     """(agent -> spec with "human" for the --as roles, env_config, reset options) from the args."""
-    from tomgym.training.policy_specs import parse_agent_specs
+    from tomgym.scripts.play_cmd import settings_from_args
+    from tomgym.training.eval.plans import game_plan, resolve_agents
 
     game = GAMES[args.game]
     humans = list(dict.fromkeys(args.humans))
-    specs = parse_agent_specs(args.agent, game["defaults"], game["agents"])
     for item in args.agent:
         agent, _, spec = item.partition("=")
         if agent in humans and spec.strip() != HUMAN_SPEC:
             raise ValueError(f"{agent} is played by you (--as {agent}); drop --agent {item}")
+    specs, _ = resolve_agents(game, args.agent, defaults=game.human_defaults)
     # `--agent X=human` is the same as `--as X`: every human role shares one terminal.
-    humans += [a for a, s in specs.items() if s.strip() == HUMAN_SPEC and a not in humans]
+    humans += [a for a, s in specs.items() if s == HUMAN_SPEC and a not in humans]
     specs.update(dict.fromkeys(humans, HUMAN_SPEC))
     if args.games < 1:
-        raise ValueError("--games must be >= 1")
-    env_config: dict[str, Any] = {}
-    options: dict[str, Any] = {}
-    if args.game == "decrypto":
-        if args.max_rounds is not None:
-            if args.max_rounds < 1:
-                raise ValueError("--max-rounds must be >= 1")
-            env_config["max_rounds"] = args.max_rounds
-        tom = [t.strip() for t in args.tom.split(",") if t.strip()]
-        unknown = sorted(set(tom) - set(TOM_EXPERIMENTS))
-        if unknown:
-            raise ValueError(
-                f"unknown --tom experiment(s) {unknown}; choose from {list(TOM_EXPERIMENTS)}"
-            )
-        if tom:
-            options["tom"] = tom
-        if args.play_on:
-            options["play_on"] = True
-        if args.prompt_variant is not None:
-            options["prompt_variant"] = args.prompt_variant
-    else:
-        if args.max_attacker_turns is not None:
-            if args.max_attacker_turns < 1:
-                raise ValueError("--max-attacker-turns must be >= 1")
-            env_config["max_attacker_turns"] = args.max_attacker_turns
-        options["split"] = args.split
-        if args.prior_level is not None:
-            options["prior_level"] = args.prior_level
-        if args.reveal_prior:
-            options["reveal_prior"] = True
-        attacker = specs["attacker_0"]
-        # The env records the attacker variant; a scripted one names it, a person plays "base".
-        variant = attacker.partition(":")[2] if attacker.startswith("scripted:") else ""
-        from tomgym.envs.tomsb.prompts import ATTACKER_VARIANTS
-
-        if variant in ATTACKER_VARIANTS:
-            options["attacker"] = variant
+        raise ValueError(f"--games must be >= 1, got {args.games}")
+    env_config, options = game_plan(game.name, settings_from_args(args), specs)
     return specs, env_config, options
 
 
 def game_over_text(record: dict[str, Any]) -> str:
     """What the players learn when a game ends (every secret is revealed then)."""
+    from tomgym.training.eval.html_viewer import code_text
+
     infos = record.get("infos", {})
     first = next(iter(infos.values()), {}) if infos else {}
     lines = [f"Game over ({record['game_id']}): {record.get('outcome')}"]
@@ -173,8 +133,8 @@ def game_over_text(record: dict[str, Any]) -> str:
         lines.append(f"Keywords: {words}")
         for r in first.get("rounds_detail", []):
             lines.append(
-                f"  round {r.get('round')}: code {_code(r.get('code'))}, hints {r.get('hints')}, "
-                f"decoder {_code(r.get('decoder_guess'))}, interceptor {_code(r.get('interceptor_guess'))}"
+                f"  round {r.get('round')}: code {code_text(r.get('code'))}, hints {r.get('hints')}, "
+                f"decoder {code_text(r.get('decoder_guess'))}, interceptor {code_text(r.get('interceptor_guess'))}"
             )
     if "ground_truth" in first:
         lines.append(f"True path: {first.get('ground_truth')}")
@@ -207,37 +167,28 @@ def save_unfinished(
 
 
 def _close(policies: dict[str, Any]) -> None:
-    for policy in {id(p): p for p in policies.values()}.values():
+    from tomgym.training.routing import distinct
+
+    for policy in distinct(policies.values()):
         policy.close()
-
-
-def _code(digits: Any) -> str:
-    return "-".join(str(d) for d in digits) if isinstance(digits, list | tuple) else "none"
 
 
 def run_human(args: argparse.Namespace) -> int:
     from tomgym.agents.human import HumanPolicy, HumanQuit
+    from tomgym.training.eval.plans import PlayJob, run_job
     from tomgym.training.policy_specs import build_policies
     from tomgym.training.run_folder import RunFolder
-    from tomgym.training.runner import GameSpec, RunnerError, play_games
+    from tomgym.training.runner import RunnerError
 
     game = GAMES[args.game]
     specs, env_config, options = plan(args)
+    job = PlayJob(game, specs, env_config, options, args.games, args.seed, prefix="human-")
     humans = [a for a, s in specs.items() if s == HUMAN_SPEC]
     out = (
         Path(args.out)
         if args.out
         else Path("runs", "human", f"{args.game}-s{args.seed}-{time.strftime('%Y%m%d-%H%M%S')}")
     )
-    config = {
-        "command": "human",
-        "env_id": game["env_id"],
-        "agents": specs,
-        "games": args.games,
-        "seed": args.seed,
-        "env_config": env_config,
-        "options": options,
-    }
     human = HumanPolicy(
         clear_screen=not args.no_clear,
         confirm=not args.no_confirm,
@@ -248,42 +199,31 @@ def run_human(args: argparse.Namespace) -> int:
     policies.update(dict.fromkeys(humans, human))
     folder = RunFolder(out)
     try:
-        folder.start(config, resume=args.resume)
+        folder.start(job.config("human"), resume=args.resume)
         done = folder.completed_ids()
     except Exception:
         _close(policies)
         raise
-    ids = [f"human-{args.game}-s{args.seed}-{i:05d}" for i in range(args.games)]
-    todo = [GameSpec(gid, args.seed + i, options) for i, gid in enumerate(ids) if gid not in done]
+    if all(g.game_id in done for g in job.games()):
+        _close(policies)
+        print(f"All {args.games} game(s) in {out} are already finished.")
+        return 0
     played = 0
 
     def on_record(record: dict[str, Any]) -> None:
         nonlocal played
-        folder.append(record)
         played += 1
         print("\n" + game_over_text(record) + f"\nSaved to {folder.games_path}\n", flush=True)
 
-    if not todo:
-        _close(policies)
-        print(f"All {args.games} game(s) in {out} are already finished.")
-        return 0
-    print(f"You play {', '.join(humans)} in {game['env_id']}; games are saved in {out}", flush=True)
+    print(f"You play {', '.join(humans)} in {game.env_id}; games are saved in {out}", flush=True)
     status = 0
     try:
-        play_games(
-            game["env_id"],
-            todo,
-            policies,
-            concurrency=1,  # a person answers one game at a time
-            env_config=env_config,
-            on_record=on_record,
-            progress=False,
-            record_prompts=True,
-        )
+        # A person answers one game at a time.
+        run_job(job, policies, folder, concurrency=1, progress=False, on_record=on_record)
     except (RunnerError, KeyboardInterrupt) as exc:
         if isinstance(exc, RunnerError) and not isinstance(exc.__cause__, HumanQuit):
             raise
-        kept = save_unfinished(out, game["env_id"], todo, human.unfinished_games())
+        kept = save_unfinished(out, game.env_id, job.games(), human.unfinished_games())
         where = f"; your answers in the unfinished game are in {kept}" if kept else ""
         print(f"\nStopped: {played} finished game(s) saved in {out}{where}.", flush=True)
         status = 130

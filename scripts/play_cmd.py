@@ -1,4 +1,10 @@
-"""`tomgym play <decrypto|tomsb>`: run games between chosen policies into a run folder."""
+"""`tomgym play <decrypto|tomsb>`: run games between chosen policies into a run folder.
+
+The games, their settings and the run are `tomgym.training.eval.plans`; this module only reads
+the command line and prints. A TOM-SB defender that is not given with `--agent` is the bundled
+model (`default`), and the command says so on stderr. A rich progress bar shows on stderr unless
+`--quiet`.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +12,13 @@ import argparse
 import sys
 from typing import Any
 
-GAMES = {
-    "decrypto": {
-        "env_id": "tomgym/decrypto-v0",
-        "agents": ["encoder_0", "decoder_0", "interceptor_0"],
-        "defaults": {
-            "encoder_0": "embedding",
-            "decoder_0": "embedding",
-            "interceptor_0": "embedding",
-        },
-    },
-    "tomsb": {
-        "env_id": "tomgym/tomsb-v0",
-        "agents": ["attacker_0", "defender_0"],
-        "defaults": {"attacker_0": "scripted:base", "defender_0": "default"},
-    },
-}
-ATTACKER_VARIANTS = ("base", "cross_examiner", "deception_aware", "bluffing")
+from tomgym.envs.decrypto.prompts import NUM_PROMPT_VARIANTS
+from tomgym.envs.tomsb.prompts import DEFENDER_PROMPT_VARIANTS
 
 
 def add_subparser(subparsers: Any) -> None:
+    from tomgym.training.eval.plans import GAMES
+
     parser = subparsers.add_parser("play", help="play games between policies and save them")
     parser.add_argument("game", choices=sorted(GAMES))
     add_play_arguments(parser)
@@ -38,10 +31,10 @@ def add_play_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="AGENT=SPEC",
-        help="policy spec for an agent (repeatable); see training/policy_specs.py",
+        help="policy spec for an agent (repeatable); see tomgym.agents.specs",
     )
     parser.add_argument("--games", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of game 0 (game i: seed+i), >= 0")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument(
         "--out", default=None, help="run folder (config.yaml, games.jsonl, summary.json)"
@@ -55,104 +48,84 @@ def add_play_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-prompts", action="store_true", help="do not store full prompts per turn"
     )
-    # Decrypto
-    parser.add_argument("--max-rounds", type=int, default=None)
-    parser.add_argument("--tom", default="", help="comma list: perspective_taking,false_belief")
-    parser.add_argument("--play-on", action="store_true")
-    parser.add_argument("--prompt-variant", type=int, default=None)
-    # TOM-SB
-    parser.add_argument("--split", default="test")
-    parser.add_argument("--prior-level", type=int, default=None, choices=[0, 1, 2])
-    parser.add_argument("--max-attacker-turns", type=int, default=None)
-    parser.add_argument("--reveal-prior", action="store_true")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--prompt-variant",
+        default=None,
+        help=f"decrypto: wording 0..{NUM_PROMPT_VARIANTS - 1}; tomsb: defender prompt "
+        f"{', '.join(DEFENDER_PROMPT_VARIANTS)}",
+    )
+    decrypto = parser.add_argument_group("Decrypto only")
+    decrypto.add_argument("--max-rounds", type=int, default=None)
+    decrypto.add_argument("--tom", default="", help="comma list: perspective_taking,false_belief")
+    decrypto.add_argument("--play-on", action="store_true")
+    tomsb = parser.add_argument_group("TOM-SB only")
+    tomsb.add_argument("--split", default=None, help="train | validation | test (default test)")
+    tomsb.add_argument("--prior-level", type=int, default=None, choices=[0, 1, 2])
+    tomsb.add_argument("--max-attacker-turns", type=int, default=None)
+    tomsb.add_argument("--reveal-prior", action="store_true")
 
 
-def game_plan(
-    args: argparse.Namespace, specs: dict[str, str]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(env_config, reset options shared by every game) from the command line."""
-    env_config: dict[str, Any] = {}
-    options: dict[str, Any] = {}
-    if args.game == "decrypto":
-        if args.max_rounds is not None:
-            env_config["max_rounds"] = args.max_rounds
-        if args.tom:
-            options["tom"] = [t.strip() for t in args.tom.split(",") if t.strip()]
-        if args.play_on:
-            options["play_on"] = True
-        if args.prompt_variant is not None:
-            options["prompt_variant"] = args.prompt_variant
-    else:
-        if args.max_attacker_turns is not None:
-            env_config["max_attacker_turns"] = args.max_attacker_turns
-        options["split"] = args.split
-        if args.prior_level is not None:
-            options["prior_level"] = args.prior_level
-        if args.reveal_prior:
-            options["reveal_prior"] = True
-        attacker = specs["attacker_0"]
-        if attacker.startswith("scripted:") and attacker.partition(":")[2] in ATTACKER_VARIANTS:
-            options["attacker"] = attacker.partition(":")[2]
-    return env_config, options
+def settings_from_args(args: argparse.Namespace) -> Any:
+    """The `plans.GameSettings` of the command line (flags a leaf parser lacks stay unset)."""
+    from tomgym.training.eval.plans import GameSettings, parse_tom
+
+    return GameSettings(
+        max_rounds=getattr(args, "max_rounds", None),
+        tom=parse_tom(getattr(args, "tom", "") or ""),
+        play_on=getattr(args, "play_on", False),
+        split=getattr(args, "split", None),
+        prior_level=getattr(args, "prior_level", None),
+        max_attacker_turns=getattr(args, "max_attacker_turns", None),
+        reveal_prior=getattr(args, "reveal_prior", False),
+        prompt_variant=getattr(args, "prompt_variant", None),
+    )
 
 
 def run_play(args: argparse.Namespace) -> int:
-    from tomgym.training.policy_specs import build_policies, parse_agent_specs
+    from tomgym.training.eval.plans import PlayJob, game_info, game_plan, resolve_agents, run_job
+    from tomgym.training.policy_specs import build_policies
+    from tomgym.training.routing import distinct
     from tomgym.training.run_folder import RunFolder
-    from tomgym.training.runner import GameSpec, play_games
 
-    game = GAMES[args.game]
-    if args.games < 1:
-        raise ValueError("--games must be >= 1")
-    specs = parse_agent_specs(args.agent, game["defaults"], game["agents"])
-    env_config, options = game_plan(args, specs)
-    config = {
-        "command": "play",
-        "env_id": game["env_id"],
-        "agents": specs,
-        "games": args.games,
-        "seed": args.seed,
-        "concurrency": args.concurrency,
-        "env_config": env_config,
-        "options": options,
-    }
-    folder = RunFolder(args.out) if args.out else None
-    done: set[str] = set()
-    if folder is not None:
-        folder.start(config, resume=args.resume)
-        done = folder.completed_ids()
-    todo = [
-        GameSpec(f"{args.game}-s{args.seed}-{i:05d}", args.seed + i, options)
-        for i in range(args.games)
-        if f"{args.game}-s{args.seed}-{i:05d}" not in done
-    ]
+    game = game_info(args.game)
+    specs, llm_defaults = resolve_agents(game, args.agent)
+    env_config, options = game_plan(game.name, settings_from_args(args), specs)
+    job = PlayJob(game, specs, env_config, options, args.games, args.seed)
+    for agent in llm_defaults:
+        print(
+            f"note: {agent} is played by {specs[agent]} (the bundled model); "
+            f"choose another with --agent {agent}=SPEC",
+            file=sys.stderr,
+        )
+    # Built before the folder is touched: a bad spec leaves nothing behind.
     policies = build_policies(specs, seed=args.seed)
-
-    def on_record(record: dict[str, Any]) -> None:
-        if folder is not None:
-            folder.append(record)
-        if args.print_games:
-            print(render_record(record))
-
     try:
-        records = play_games(
-            game["env_id"],
-            todo,
+        folder = RunFolder(args.out) if args.out else None
+        if folder is not None:
+            folder.start(job.config("play", concurrency=args.concurrency), resume=args.resume)
+
+        def on_record(record: dict[str, Any]) -> None:
+            if args.print_games:
+                print(render_record(record), flush=True)
+
+        played = run_job(
+            job,
             policies,
+            folder,
             concurrency=args.concurrency,
-            env_config=env_config,
-            on_record=on_record,
-            progress=sys.stderr.isatty(),
+            progress=not args.quiet,
             record_prompts=not args.no_prompts,
+            on_record=on_record,
         )
     finally:
-        for policy in {id(p): p for p in policies.values()}.values():
+        for policy in distinct(policies.values()):
             policy.close()
-    all_records = folder.records() if folder is not None else records
+    all_records = folder.records() if folder is not None else played
     summary = summarize_run(all_records)
     if folder is not None:
         folder.write_summary(summary)
-        print(f"{len(all_records)} games in {folder.path} ({len(records)} played now)")
+        print(f"{len(all_records)} games in {folder.path} ({len(played)} played now)")
     print_summary(summary)
     return 0
 

@@ -2,8 +2,11 @@
 
 Everything is rebuilt from RUN_DIR/games.jsonl alone (no game is replayed), so a report can be
 remade at any time, also while a run is still writing. Prints the paths written and the tables.
-A missing folder, an empty or corrupt games.jsonl prints one `error: ...` line on stderr and
-exits 1 (games.jsonl is only read, never modified).
+A missing folder, an empty or corrupt games.jsonl, or records that mix Decrypto and TOM-SB
+print one `error: ...` line on stderr and exit 1 with nothing written (games.jsonl is only read,
+never modified). Repeated game ids (folders written by versions without run-folder locks) print a
+`warning: ...` line naming them; each game counts once. `--check` only prints those warnings and
+exits 1 when there are any.
 
 Wiring: `add_subparser(subparsers)` registers `report`; its parser sets `func(args) -> int`.
 """
@@ -16,23 +19,19 @@ from pathlib import Path
 from typing import Any
 
 
-def _error(message: object) -> int:
-    print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
-    return 1
-
-
 def run_report(args: argparse.Namespace) -> int:
-    from tomgym.training.eval.metrics import MetricsError
-    from tomgym.training.eval.report import make_report
-    from tomgym.training.run_folder import RunFolderError
+    from tomgym.training.eval.report import check_run_folder, make_report
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
-        return _error(f"{run_dir} is not a run folder (no such directory)")
-    try:
-        paths = make_report(run_dir)
-    except (RunFolderError, MetricsError, ValueError, OSError, KeyError) as exc:
-        return _error(exc)
+        raise FileNotFoundError(f"{run_dir} is not a run folder (no such directory)")
+    warnings = check_run_folder(run_dir)
+    for line in warnings:
+        print(line, file=sys.stderr)
+    if getattr(args, "check", False):
+        return 1 if warnings else 0
+    # Errors (empty or corrupt games.jsonl ...) are reported by the CLI's one error layer.
+    paths = make_report(run_dir)
     for path in paths:
         print(path)
     if not args.quiet:
@@ -48,16 +47,20 @@ def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser("report", help="tables, plots and HTML transcripts of a run")
     parser.add_argument("run_dir", help="a run folder (holds games.jsonl)")
     parser.add_argument("--quiet", action="store_true", help="print only the paths written")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="only check games.jsonl for repeated game ids (exit 1 when there are any)",
+    )
     parser.set_defaults(func=run_report)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (`python -m tomgym.scripts.report_cmd RUN_DIR`), same as `tomgym report`."""
-    parser = argparse.ArgumentParser(prog="tomgym")
-    add_subparser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["report", *(sys.argv[1:] if argv is None else argv)])
-    return args.func(args)
+    """Standalone entry (`python -m tomgym.scripts.report_cmd RUN_DIR`) = `tomgym report`."""
+    from tomgym.scripts.cli import main as cli_main
+
+    return cli_main(["report", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

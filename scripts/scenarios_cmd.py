@@ -8,7 +8,8 @@ Subcommands:
 - `tomgym scenarios validate FILE` loads FILE in any recognised format (ours, the published raw
   scenario or transformed examples), checks every universe, ground truth and prior, and that no
   universe sits in two splits; prints counts per prior level and per split and exits 0, or prints
-  one `error: ...` line to stderr and exits 1.
+  one `error: ...` line to stderr and exits 1 (bad input raises ValueError; the CLI's one error
+  layer, `tomgym.scripts.cli.main`, prints it).
 
 Wiring: `add_subparser(subparsers)` registers `scenarios`; every leaf parser sets `func`, a
 handler `func(args) -> int` returning the exit status, so the main CLI runs
@@ -33,14 +34,8 @@ from tomgym.envs.tomsb.benchmark import (
 )
 from tomgym.envs.tomsb.generator import SPLITS, generate_benchmark, split_by_universe, universe_key
 from tomgym.envs.tomsb.loaders import load_scenarios
-from tomgym.envs.tomsb.universe import UniverseError
 
 OUTPUT_FILES = tuple(f"{name}.jsonl" for name in (*SPLITS, "all")) + ("hf",)
-
-
-def _error(message: str) -> int:
-    print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
-    return 1
 
 
 def _build_benchmark(seed: int, universes: int) -> Benchmark:
@@ -53,26 +48,43 @@ def _build_benchmark(seed: int, universes: int) -> Benchmark:
     return Benchmark(seed=seed, scenarios=tuple(by_id[s.scenario_id] for s in scenarios))
 
 
+def _empty_splits(benchmark: Benchmark) -> list[str]:
+    return [name for name in SPLITS if not benchmark.split(name)]
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     """Handler of `scenarios generate`."""
     out = Path(args.out)
     if args.seed < 0:
-        return _error(f"--seed must be non-negative, got {args.seed}")
+        raise ValueError(f"--seed must be non-negative, got {args.seed}")
     if args.universes < 1:
-        return _error(f"--universes must be positive, got {args.universes}")
+        raise ValueError(f"--universes must be positive, got {args.universes}")
     if out.exists() and not out.is_dir():
-        return _error(f"{out} exists and is not a directory")
+        raise ValueError(f"{out} exists and is not a directory")
     existing = [name for name in OUTPUT_FILES if (out / name).exists()]
     if existing and not args.force:
-        return _error(f"{out} already holds {', '.join(existing)}; pass --force to overwrite")
-    try:
-        benchmark = _build_benchmark(args.seed, args.universes)
-        out.mkdir(parents=True, exist_ok=True)
-        for name in SPLITS:
-            to_jsonl(benchmark.split(name), out / f"{name}.jsonl")
-        to_jsonl(benchmark.scenarios, out / "all.jsonl")
-    except (OSError, ValueError) as exc:
-        return _error(str(exc))
+        raise ValueError(f"{out} already holds {', '.join(existing)}; pass --force to overwrite")
+    benchmark = _build_benchmark(args.seed, args.universes)
+    # Checked before anything is written: an empty split is a file `validate` rejects.
+    empty = _empty_splits(benchmark)
+    if empty:
+        smallest = next(
+            (
+                n
+                for n in range(args.universes + 1, args.universes + 50)
+                if not _empty_splits(_build_benchmark(args.seed, n))
+            ),
+            None,
+        )
+        hint = f" (--universes {smallest} is the smallest that works)" if smallest else ""
+        raise ValueError(
+            f"--universes {args.universes} leaves no universe for the {' and '.join(empty)} "
+            f"split; every split needs one{hint}"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    for name in SPLITS:
+        to_jsonl(benchmark.split(name), out / f"{name}.jsonl")
+    to_jsonl(benchmark.scenarios, out / "all.jsonl")
     for name in SPLITS:
         part = benchmark.split(name)
         print(
@@ -96,23 +108,20 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Handler of `scenarios validate`."""
-    try:
-        scenarios = load_scenarios(args.file)
-    except UniverseError as exc:
-        return _error(str(exc))
+    scenarios = load_scenarios(args.file)
     splits_of: dict[str, set[str]] = {}
     for s in scenarios:
         split = (s.extra or {}).get("split")
         if split is not None:
             if split not in SPLITS:
-                return _error(
+                raise ValueError(
                     f"{args.file}: scenario {s.scenario_id!r} has unknown split {split!r}"
                 )
             splits_of.setdefault(universe_key(s), set()).add(split)
     leaks = {k: v for k, v in splits_of.items() if len(v) > 1}
     if leaks:
         key, found = next(iter(leaks.items()))
-        return _error(
+        raise ValueError(
             f"{args.file}: {len(leaks)} universe(s) appear in more than one split, "
             f"e.g. {key[:60]!r} in {sorted(found)}"
         )
@@ -178,13 +187,12 @@ def add_subparser(subparsers: argparse._SubParsersAction) -> None:
 
 def run_scenarios_cli(argv: list[str]) -> int:
     """Run `tomgym scenarios ARGV...` standalone; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="tomgym scenarios")
-    _add_commands(parser)
+    from tomgym.scripts.cli import main as cli_main
+
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse already printed its one-line usage error
+        return cli_main(["scenarios", *argv])
+    except SystemExit as exc:  # argparse already printed its usage error
         return int(exc.code or 0)
-    return int(args.func(args))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """`tomgym train CONFIG.yaml [key=value ...] [--resume]`: multi-turn Dr. GRPO training.
 
-Wiring: `scripts.cli` calls `add_subparser(subparsers)`; the parser's `func` runs the job.
-Overrides are parsed as YAML values (`max_steps=5`, `reward_weights={fooling: 1, format: 0.5}`).
+`scripts.cli` calls `add_subparser(subparsers)`; the parser's `func` runs the job. Every user
+error (a bad config value, malformed YAML, a missing model, a resume that does not match its run
+folder) is one line on stderr and exit status 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -12,17 +13,28 @@ import logging
 import sys
 from typing import Any
 
+DESCRIPTION = """\
+Train one role of a tomgym environment (TOM-SB defender, Decrypto encoder, ...) with multi-turn
+Dr. GRPO (TRL). CONFIG.yaml sets the fields below; key=value overrides follow it and are parsed
+by the field's type (learning_rate=1e-4, use_lora=false, attackers=[base,bluffing] or
+attackers=base,bluffing, reward_weights={fooling: 1, format: 0.5}). Every value is checked before
+anything is loaded. --resume continues the run in output_dir from its last completed stage
+(SFT warm start, then the last checkpoint) and refuses a config that differs from the run's."""
+
 
 def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "train",
         help="train a role with multi-turn Dr. GRPO (TRL)",
-        description=__doc__,
+        description=DESCRIPTION,
+        epilog=_fields_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("config", nargs="?", help="YAML config (see training/configs/)")
     parser.add_argument("overrides", nargs="*", help="key=value overrides of config fields")
-    parser.add_argument("--resume", action="store_true", help="resume from the last checkpoint")
+    parser.add_argument(
+        "--resume", action="store_true", help="resume the run in output_dir (same config)"
+    )
     parser.add_argument(
         "--help-config", action="store_true", help="list every config field with its help"
     )
@@ -30,12 +42,17 @@ def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def _fields_epilog() -> str:
+    from tomgym.training.rl.train_config import TrainConfig
+
+    return "config fields:\n" + "\n".join(f"  {line}" for line in TrainConfig.describe_fields())
+
+
 def run(args: argparse.Namespace) -> int:
     from tomgym.training.rl.train_config import ConfigError, TrainConfig
 
     if args.help_config:
-        for name, text in TrainConfig.help().items():
-            print(f"{name}: {text}")
+        print("\n".join(TrainConfig.describe_fields()))
         return 0
     if not args.config:
         print("tomgym train: a CONFIG.yaml is required (see training/configs/)", file=sys.stderr)
@@ -48,7 +65,11 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     from tomgym.training.rl.trainer import train
 
-    summary = train(config, resume=args.resume)
+    try:
+        summary = train(config, resume=args.resume)
+    except ConfigError as exc:
+        print(f"tomgym train: {exc}", file=sys.stderr)
+        return 2
     print(json.dumps({"best": summary.get("best"), "grpo": summary.get("grpo")}, default=str))
     return 0
 

@@ -4,8 +4,10 @@
   per finished game (`tomgym.rewards.episode.EpisodeRecord`).
 - `routing`: `RoutedPolicy`, the one router (per game and agent), and `forget_game`.
 - `run_folder`: `config.yaml` + `games.jsonl` + `summary.json`, crash-safe and resumable.
-- `policy_specs`: the strings that name a player on the command line.
-- `eval/`: evaluation jobs, metrics, tables, reports, the HTML viewer.
+- `policy_specs`: `--agent AGENT=SPEC` per agent over a game's defaults (the spec grammar and
+  parser are `tomgym.agents.specs`).
+- `eval/`: evaluation jobs, the play/human game plans (`eval/plans.py`), metrics, tables,
+  reports, the HTML viewer.
 - `rl/`: episode tokens, the episode player, the Dr. GRPO trainer and its TRL adapter.
 
 `eval` and `rl` import the runner, never the other way round; `rl` uses `eval` for its

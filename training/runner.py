@@ -15,6 +15,14 @@ failure), and nothing survives the game after it.
 
 A `RoutedPolicy` may stand for several agents; the record then names, per agent, the policy the
 router assigned to that game, not the router.
+
+Context window: a policy whose conversation would outgrow its model's window raises an exception
+with `reason == "context_window"` (`agents.llm.kv_cache.ContextWindowExceeded`; matched by that
+attribute so this module needs no torch), naming the offending conversations in `rows` as
+`(index, (game_id, agent), tokens)`. The runner never feeds such a turn: it ends each named game
+as truncated (its record gets `truncation_reason: "context_window"` and no env outcome) and asks
+the batch's other turns again on the next tick (a policy commits nothing from a failed call). When
+the exception names no game of the batch, each turn is retried alone to find the offenders.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ import numpy as np
 import pettingzoo
 import tomgym.envs  # noqa: F401 - registers the environment ids
 from tomgym.agents.base import Policy, Turn
-from tomgym.rewards.episode import EpisodeRecord, new_record
+from tomgym.rewards.episode import CONTEXT_WINDOW, EpisodeRecord, new_record
 from tomgym.training.routing import RoutedPolicy, distinct, forget_game
 
 
@@ -100,6 +108,12 @@ class _Game:
         self.turns: list[dict[str, Any]] = []
         self.returns = {agent: 0.0 for agent in self.env.possible_agents}
         self.record_prompts = record_prompts
+        self.truncation_reason: str | None = None
+
+    @property
+    def over(self) -> bool:
+        """The env ended the game, or the runner cut it short (`truncation_reason`)."""
+        return self.truncation_reason is not None or self.done
 
     @property
     def done(self) -> bool:
@@ -163,7 +177,52 @@ def episode_record(
         infos={agent: to_jsonable(game.env.infos.get(agent, {})) for agent in agents},
         rewards=game.returns,
         eval_block=to_jsonable(game.spec.eval),
+        truncation_reason=game.truncation_reason,
     )
+
+
+def _is_context_window(exc: BaseException) -> bool:
+    return getattr(exc, "reason", None) == CONTEXT_WINDOW
+
+
+def _named_games(exc: BaseException, game_ids: set[str]) -> set[str]:
+    """Game ids of the batch that a context-window exception names in its `rows`."""
+    named = set()
+    for row in getattr(exc, "rows", None) or []:
+        key = row[1] if isinstance(row, tuple | list) and len(row) > 1 else None
+        if isinstance(key, tuple | list) and key and key[0] in game_ids:
+            named.add(key[0])
+    return named
+
+
+def _act_around_context_window(
+    policy: Policy, pairs: list[tuple[_Game, Turn]], exc: BaseException, name: str
+) -> list[tuple[_Game, Turn, str]]:
+    """After `exc` (a context-window refusal of the whole batch): mark the offending games
+    truncated; returns the answers obtained for the others (none when the exception named its
+    offenders: those games are simply asked again next tick)."""
+    named = _named_games(exc, {game.spec.game_id for game, _ in pairs})
+    if named or len(pairs) == 1:
+        for game, _ in pairs:
+            if not named or game.spec.game_id in named:
+                game.truncation_reason = CONTEXT_WINDOW
+        return []
+    answered = []
+    for game, turn in pairs:
+        try:
+            answers = policy.act_batch([turn])
+        except Exception as single:  # noqa: BLE001 - reported with context, records kept
+            if not _is_context_window(single):
+                raise RunnerError(
+                    f"policy {name!r} failed while playing 1 turn(s): "
+                    f"{type(single).__name__}: {single}"
+                ) from single
+            game.truncation_reason = CONTEXT_WINDOW
+            continue
+        if len(answers) != 1:
+            raise RunnerError(f"policy {name!r} returned {len(answers)} answers for 1 turn")
+        answered.append((game, turn, answers[0]))
+    return answered
 
 
 def play_games(
@@ -185,7 +244,8 @@ def play_games(
     once. `progress=True` shows a rich progress bar; a callable is called with each record.
     `on_record` runs before the game's policies forget it (see the module docstring).
     A policy that raises stops the run with `RunnerError` after every finished game has been
-    handed to `on_record`.
+    handed to `on_record`, except for a context-window refusal, which ends the games it names as
+    truncated (see the module docstring).
     """
     if concurrency < 1:
         raise ValueError("concurrency must be >= 1")
@@ -243,20 +303,25 @@ def play_games(
                 t0 = time.perf_counter()
                 try:
                     answers = policy.act_batch([turn for _, turn in pairs])
+                    if len(answers) != len(pairs):
+                        raise RunnerError(
+                            f"policy {name!r} returned {len(answers)} answers for {len(pairs)} turns"
+                        )
+                    answered = [(g, t, a) for (g, t), a in zip(pairs, answers, strict=True)]
+                except RunnerError:
+                    raise
                 except Exception as exc:  # noqa: BLE001 - reported with context, records kept
-                    raise RunnerError(
-                        f"policy {name!r} failed while playing {len(pairs)} turn(s): "
-                        f"{type(exc).__name__}: {exc}"
-                    ) from exc
+                    if not _is_context_window(exc):
+                        raise RunnerError(
+                            f"policy {name!r} failed while playing {len(pairs)} turn(s): "
+                            f"{type(exc).__name__}: {exc}"
+                        ) from exc
+                    answered = _act_around_context_window(policy, pairs, exc, name)
                 stats.policy_seconds[name] = (
                     stats.policy_seconds.get(name, 0.0) + time.perf_counter() - t0
                 )
                 stats.policy_calls[name] = stats.policy_calls.get(name, 0) + 1
-                if len(answers) != len(pairs):
-                    raise RunnerError(
-                        f"policy {name!r} returned {len(answers)} answers for {len(pairs)} turns"
-                    )
-                for (game, turn), answer in zip(pairs, answers, strict=True):
+                for game, turn, answer in answered:
                     game.apply(turn, answer if isinstance(answer, str) else str(answer))
                     stats.turns += 1
                     if len(game.turns) > max_turns_per_game:
@@ -265,7 +330,7 @@ def play_games(
                         )
             still_running = []
             for game in active:
-                if game.done:
+                if game.over:
                     finish(game)
                 else:
                     still_running.append(game)
@@ -299,7 +364,7 @@ class _Progress:
         self.progress.start()
 
     def update(self, record: EpisodeRecord) -> None:
-        outcome = str(record["outcome"])
+        outcome = "truncated" if record.get("truncation_reason") else str(record["outcome"])
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
         if self.progress is not None:
             text = " ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))

@@ -12,7 +12,7 @@ module is imported when a backend of that kind is built (`make_llm_policy` or
 """
 
 from tomgym.agents.llm.backends import Backend, BackendError, BackendStats, GenerationResult
-from tomgym.agents.llm.policy import LLMPolicy, make_llm_policy, parse_llm_spec
+from tomgym.agents.llm.policy import LLMPolicy, make_llm_policy
 
 __all__ = [
     "Backend",
@@ -21,5 +21,4 @@ __all__ = [
     "GenerationResult",
     "LLMPolicy",
     "make_llm_policy",
-    "parse_llm_spec",
 ]

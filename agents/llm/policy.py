@@ -36,6 +36,14 @@ from typing import Any
 
 from tomgym.agents.base import Turn
 from tomgym.agents.llm.backends import Backend, Chat, Message
+from tomgym.agents.specs import (
+    POLICY_OPTION_TYPES,
+    PolicySpec,
+    SpecError,
+    convert_option,
+    option_types,
+    parse_spec,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -275,86 +283,7 @@ def _split_exchanges(body: Sequence[Message]) -> list[list[Message]]:
     return exchanges
 
 
-# -- spec strings ------------------------------------------------------------------------------
-
-_POLICY_KEYS: dict[str, type] = {
-    "name": str,
-    "temperature": float,
-    "top_p": float,
-    "max_new_tokens": int,
-    "seed": int,
-    "side_question_temperature": float,
-    "system_override": str,
-}
-_BACKEND_KEYS: dict[str, dict[str, type]] = {
-    "hf": {
-        "adapter": str,
-        "device": str,
-        "dtype": str,
-        "device_map": str,
-        "max_batch_size": int,
-        "num_threads": int,
-        "kv_cache": bool,
-        "kv_cache_max_tokens": int,
-        "stop_at_answer": bool,
-    },
-    "vllm": {
-        "adapter": str,
-        "dtype": str,
-        "tensor_parallel_size": int,
-        "gpu_memory_utilization": float,
-        "max_model_len": int,
-        "max_lora_rank": int,
-        "enforce_eager": bool,
-    },
-    "openai": {
-        "base_url": str,
-        "api_key_env": str,
-        "max_concurrency": int,
-        "timeout": float,
-        "max_retries": int,
-        "response_format_json": bool,
-        "on_failure": str,
-        "context_window": int,
-    },
-}
-
-
-def _convert(key: str, raw: Any, kind: type) -> Any:
-    if not isinstance(raw, str):
-        return raw
-    try:
-        if kind is bool:
-            lowered = raw.strip().lower()
-            if lowered not in {"true", "false", "1", "0", "yes", "no"}:
-                raise ValueError(raw)
-            return lowered in {"true", "1", "yes"}
-        return kind(raw)
-    except ValueError:
-        raise ValueError(f"option {key}={raw!r} is not a valid {kind.__name__}") from None
-
-
-def parse_llm_spec(spec: str) -> tuple[str, str, dict[str, str]]:
-    """Split `kind:model,key=value,...` into (kind, model, options); `default` is `hf:default`."""
-    spec = spec.strip()
-    head, *option_parts = spec.split(",")
-    if head == "default":
-        kind, model = "hf", "default"
-    else:
-        kind, sep, model = head.partition(":")
-        if not sep or kind not in _BACKEND_KEYS or not model:
-            raise ValueError(
-                f"invalid LLM spec {spec!r}: expected 'default', 'hf:<model>', 'vllm:<model>' "
-                "or 'openai:<model>', optionally followed by ,key=value options"
-            )
-    options: dict[str, str] = {}
-    for part in option_parts:
-        key, sep, value = part.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ValueError(f"invalid option {part!r} in LLM spec {spec!r}: expected key=value")
-        options[key] = value.strip()
-    return kind, model, options
+# -- spec strings (grammar: tomgym.agents.specs) ----------------------------------------------
 
 
 def _default_name(kind: str, model: str, adapter: str | None) -> str:
@@ -366,29 +295,33 @@ def _default_name(kind: str, model: str, adapter: str | None) -> str:
     return f"{base}+{Path(str(adapter).rstrip('/')).name}" if adapter else base
 
 
-def make_llm_policy(spec: str, **overrides: Any) -> LLMPolicy:
-    """Build an `LLMPolicy` from a spec string; keyword `overrides` win over spec options.
+def make_llm_policy(spec: str | PolicySpec, **overrides: Any) -> LLMPolicy:
+    """Build an `LLMPolicy` from an LLM spec (`tomgym.agents.specs`); keyword `overrides` win
+    over spec options.
 
     Specs: `default` (bundled SmolLM2-135M-Instruct on transformers), `hf:<model id or path>`,
     `vllm:<model>`, `openai:<model>`, each optionally followed by `,key=value` options: policy
-    keys (name, temperature, top_p, max_new_tokens, seed, side_question_temperature,
-    system_override) and the backend's keys (hf: adapter, device, dtype, device_map,
-    max_batch_size, num_threads, kv_cache (default true), kv_cache_max_tokens, stop_at_answer
-    (default true); vllm: adapter, dtype, tensor_parallel_size, gpu_memory_utilization,
-    max_model_len, max_lora_rank, enforce_eager; openai: base_url, api_key_env,
-    max_concurrency, timeout, max_retries, response_format_json, on_failure, context_window).
+    keys (`specs.POLICY_OPTION_TYPES`: name, temperature, top_p, max_new_tokens, seed,
+    side_question_temperature, system_override) and the backend's keys
+    (`specs.BACKEND_OPTION_TYPES`; hf: kv_cache and stop_at_answer default to true).
     """
-    kind, model, options = parse_llm_spec(spec)
-    options = {**options, **overrides}
-    allowed = {**_POLICY_KEYS, **_BACKEND_KEYS[kind]}
-    unknown = sorted(set(options) - set(allowed))
+    parsed = parse_spec(spec)
+    if not parsed.is_llm:
+        raise SpecError(
+            f"not an LLM spec: {parsed.to_string()!r}; expected default, hf:<model>, "
+            "vllm:<model> or openai:<model>"
+        )
+    kind, model = parsed.kind, parsed.target
+    allowed = option_types(kind)
+    unknown = sorted(set(overrides) - set(allowed))
     if unknown:
-        raise ValueError(
+        raise SpecError(
             f"unknown option(s) {', '.join(unknown)} for a {kind} LLM spec; "
             f"allowed: {', '.join(sorted(allowed))}"
         )
-    values = {key: _convert(key, raw, allowed[key]) for key, raw in options.items()}
-    policy_kwargs = {k: values.pop(k) for k in list(values) if k in _POLICY_KEYS}
+    values = parsed.typed_options()
+    values.update({key: convert_option(key, raw, allowed[key]) for key, raw in overrides.items()})
+    policy_kwargs = {k: values.pop(k) for k in list(values) if k in POLICY_OPTION_TYPES}
     adapter = values.get("adapter")
     if adapter is not None and not Path(str(adapter)).expanduser().is_dir():
         raise FileNotFoundError(f"LoRA adapter directory not found: {adapter}")

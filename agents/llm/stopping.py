@@ -13,23 +13,28 @@ One detector serves both games (`answer_complete`): the marker rule applies when
 present, the object rule otherwise. It only ever stops at a point after which the games'
 parsers (`envs.tomsb.parsing`, `envs.decrypto.parsing`) read the same answer as from the full
 text, except when a model writes a JSON object in its reasoning before an `ANSWER:` line; free
-text with no braces and no marker never stops. The knowledge belongs with the parsers
-(an `answer_complete(text)` beside each game's `parse_*` functions); it lives here until the game
-packages export it.
+text with no braces and no marker never stops. What counts as an object is the TOM-SB parser's
+own rule (`extract_json_object`: JSON, or the Python-style dict it also accepts), and the scan is
+bounded by the parsers' own `MAX_ANSWER_CHARS`; only the closing-point rules live here.
+`answer_stop(tokenizer)` is the per-token stop condition over completion ids that the generation
+engine takes (`agents.llm.kv_cache.CachedGenerator.generate(stop_when=...)`).
 """
 
 from __future__ import annotations
 
-import ast
-import json
 import re
-import warnings
+from collections.abc import Callable
+from typing import Any
+
+from tomgym.envs.decrypto import parsing as decrypto_parsing
+from tomgym.envs.tomsb import parsing as tomsb_parsing
 
 # At a line start (markdown emphasis allowed), so "my answer: no" inside a JSON reply is no marker.
 _ANSWER_MARKER = re.compile(r"^[ \t*_#>`]*answer\s*[:=]\s*", re.IGNORECASE | re.MULTILINE)
 _THINK_OPEN = "<think>"
 _THINK_CLOSE = "</think>"
-_MAX_SCAN_CHARS = 20_000  # the parsers' own bound on an answer
+# Neither parser reads past its own bound, so text beyond it cannot complete an answer.
+_MAX_SCAN_CHARS = min(tomsb_parsing.MAX_ANSWER_CHARS, decrypto_parsing.MAX_ANSWER_CHARS)
 
 
 def _balanced_end(text: str, start: int) -> int | None:
@@ -62,16 +67,12 @@ def _balanced_end(text: str, start: int) -> int | None:
 
 
 def _decodes_as_dict(snippet: str) -> bool:
+    """True when the TOM-SB parser reads a JSON object (or a Python-style dict) in `snippet`."""
     try:
-        return isinstance(json.loads(snippet), dict)
-    except (ValueError, RecursionError):
-        pass
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # compiling arbitrary text warns about escapes
-            return isinstance(ast.literal_eval(snippet), dict)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        tomsb_parsing.extract_json_object(snippet)
+    except tomsb_parsing.AnswerError:
         return False
+    return True
 
 
 def _visible(text: str) -> str | None:
@@ -108,3 +109,12 @@ def answer_complete(text: str) -> bool:
             return True
         start = visible.find("{", end)
     return False
+
+
+def answer_stop(tokenizer: Any) -> Callable[[list[int]], bool]:
+    """`stop_when(completion_ids)`: the decoded completion holds a whole answer (see above)."""
+
+    def stop_when(completion_ids: list[int]) -> bool:
+        return answer_complete(tokenizer.decode(completion_ids, skip_special_tokens=True))
+
+    return stop_when

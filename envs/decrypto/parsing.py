@@ -2,7 +2,11 @@
 
 Players answer with a line `ANSWER: <json>` (the paper's format). Parsing is tolerant: code
 fences, prose around the answer, a missing `ANSWER:` marker, a bare list, or guesses written as
-"3-1-4", "[3, 1, 4]", "3,1,4" or "314" are all read. Validation is strict: 3 non-empty hints of
+"3-1-4", "[3, 1, 4]", "3,1,4" or "314" are all read. Fields come only from the answer's own keys:
+the text is scanned once for top-level JSON values (a value's strings and nested values are never
+scanned again), an `ANSWER:` marker counts only outside them, and the answer is the first value
+after the last marker (else the first top-level value holding the key): its key (`hints`,
+`guess`, `keywords`), or the value itself when it is a bare list. So a hint that reads `answer: [1, 2, 3]` stays a hint. Validation is strict: 3 non-empty hints of
 bounded length, 3 distinct digits from 1..4, 4 non-empty keywords. Every `parse_*` function
 returns `(value, None)` on success or `(None, reason)` where `reason` is a sentence shown to the
 player.
@@ -22,43 +26,63 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-MAX_ANSWER_CHARS = 20_000  # longer answers are cut before parsing (keeps parsing linear and fast)
+MAX_ANSWER_CHARS = 20_000  # longer answers are refused: a cut JSON value could be misread
 MAX_HINT_CHARS = 60
 MAX_KEYWORD_CHARS = 60
 MAX_JSON_STARTS = 64  # bounded so adversarial text with many brackets stays cheap
 
+MAX_JSON_VALUES = 256  # top-level values collected (each decode is linear in its own length)
+
 _ANSWER_RE = re.compile(r"answer\s*[:=]\s*", re.IGNORECASE)
-_FENCE_RE = re.compile(r"```(?:json)?", re.IGNORECASE)
+_OPEN_RE = re.compile(r"[{\[]")
+_DECODER = json.JSONDecoder()
 _GUESS_RE = re.compile(r"(?<!\d)([0-9])\s*[-,/ ]?\s*([0-9])\s*[-,/ ]?\s*([0-9])(?!\d)")
 
 
-def _candidate_payloads(text: str) -> list[str]:
-    """Text after the last `ANSWER:` marker first, then the whole answer."""
-    text = _FENCE_RE.sub(" ", text[:MAX_ANSWER_CHARS])
-    matches = list(_ANSWER_RE.finditer(text))
-    payloads = [text[matches[-1].end() :]] if matches else []
-    payloads.append(text)
-    return payloads
+def _json_values(text: str) -> list[tuple[int, int, Any]]:
+    """`(start, end, value)` of every top-level JSON object or list in `text`, left to right.
+
+    Scanning resumes after each decoded value, so brackets and markers inside its strings are
+    never read as structure; failed starts are capped at `MAX_JSON_STARTS`."""
+    values: list[tuple[int, int, Any]] = []
+    pos = failures = 0
+    while failures < MAX_JSON_STARTS and len(values) < MAX_JSON_VALUES:
+        match = _OPEN_RE.search(text, pos)
+        if match is None:
+            break
+        try:
+            value, end = _DECODER.raw_decode(text, match.start())
+        except (json.JSONDecodeError, RecursionError):
+            failures += 1
+            pos = match.start() + 1
+            continue
+        values.append((match.start(), end, value))
+        pos = end
+    return values
 
 
-def _first_json(payload: str) -> Any:
-    """The first JSON value (object or list) that decodes from `payload`, else None."""
-    decoder = json.JSONDecoder()
-    starts = [i for i, c in enumerate(payload) if c in "{["][:MAX_JSON_STARTS]
-    for start in starts:
-        char = payload[start]
-        if char in "{[":
-            try:
-                value, _ = decoder.raw_decode(payload, start)
-            except (json.JSONDecodeError, RecursionError):
-                continue
-            return value
-    return None
+def _answer_region(text: str) -> tuple[str, list[Any]]:
+    """(the text the answer is read from, the JSON values that may be the answer).
+
+    The region is the text after the last `ANSWER:` marker outside every JSON value (the whole
+    text without one); the candidates are the first value after that marker, else (no marker,
+    or nothing decodable after it: "the answer is above") every top-level value."""
+    values = _json_values(text)
+    spans = [(start, end) for start, end, _ in values]
+    marker_end = None
+    for match in _ANSWER_RE.finditer(text):
+        inside = any(start <= match.start() < end for start, end in spans)
+        if not inside:
+            marker_end = match.end()
+    if marker_end is None:
+        return text, [value for _, _, value in values]
+    after = [value for start, _, value in values if start >= marker_end]
+    return text[marker_end:], after[:1] or [value for _, _, value in values]
 
 
 def _field(text: str, key: str) -> Any:
-    for payload in _candidate_payloads(text):
-        value = _first_json(payload)
+    """The answer's `key` field (case-insensitive), or the answer itself when it is a bare list."""
+    for value in _answer_region(text)[1]:
         if isinstance(value, dict):
             lowered = {str(k).lower(): v for k, v in value.items()}
             if key in lowered:
@@ -68,7 +92,15 @@ def _field(text: str, key: str) -> Any:
     return None
 
 
+def _too_long(text: str) -> str | None:
+    if len(text) > MAX_ANSWER_CHARS:
+        return f"the answer is {len(text)} characters long; the limit is {MAX_ANSWER_CHARS}"
+    return None
+
+
 def parse_hints(text: str) -> tuple[tuple[str, str, str] | None, str | None]:
+    if _too_long(text):
+        return None, _too_long(text)
     value = _field(text, "hints")
     if value is None:
         return (
@@ -90,6 +122,8 @@ def parse_hints(text: str) -> tuple[tuple[str, str, str] | None, str | None]:
 
 def parse_guess(text: str, *, strict: bool = True) -> tuple[tuple[int, ...] | None, str | None]:
     """A code guess. `strict=False` accepts repeated digits (recorded play): such a guess is simply wrong."""
+    if _too_long(text):
+        return None, _too_long(text)
     value = _field(text, "guess")
     candidates: list[str] = []
     if isinstance(value, list):
@@ -97,7 +131,7 @@ def parse_guess(text: str, *, strict: bool = True) -> tuple[tuple[int, ...] | No
     elif value is not None:
         candidates.append(str(value))
     if not candidates:
-        candidates.extend(_candidate_payloads(text))
+        candidates.append(_answer_region(text)[0])
     for candidate in candidates:
         match = _GUESS_RE.search(candidate[:2000])
         if match:
@@ -111,6 +145,8 @@ def parse_guess(text: str, *, strict: bool = True) -> tuple[tuple[int, ...] | No
 
 
 def parse_keywords(text: str) -> tuple[tuple[str, str, str, str] | None, str | None]:
+    if _too_long(text):
+        return None, _too_long(text)
     value = _field(text, "keywords")
     if value is None:
         return (

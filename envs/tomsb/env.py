@@ -46,7 +46,8 @@ benchmark_seed=0, split="train", attacker="base", reveal_prior=False, scenarios=
 options: `scenario` (a Scenario; a dict in our `Scenario.to_dict` form or in the published raw or
 transformed format; or an id in the pool), `split`,
 `prior_level` (0/1/2), `attacker` (attacker prompt variant, recorded in infos), `reveal_prior`,
-`prompt_variant` (defender system prompt, including the baselines). The seed picks the scenario
+`prompt_variant` (defender system prompt, including the baselines; "compact" also changes the
+defender's layout for small models, see `envs.tomsb.prompts`). The seed picks the scenario
 from the filtered pool with the env's own generator.
 
 ## Version History
@@ -234,7 +235,9 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             "attacker": prompts.attacker_system_prompt(self._episode_attacker, names),
         }
         self._briefing = {
-            "defender": prompts.defender_briefing(self._scenario_json["defender"]),
+            "defender": prompts.defender_briefing(
+                self._scenario_json["defender"], self._episode_prompt_variant
+            ),
             "attacker": prompts.attacker_briefing(self._scenario_json["attacker"]),
         }
         self._dialogue: list[tuple[str, str]] = []
@@ -328,10 +331,12 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
                 return text
         return ""
 
-    def _question(self, role: str) -> str:
+    def _question(self, role: str, *, reask: bool = False) -> str:
         levels = self._scenario.levels
         if role == "defender":
-            return prompts.defender_question(self._last_visible("defender"), levels)
+            return prompts.defender_question(
+                self._last_visible("defender"), levels, self._episode_prompt_variant, reask=reask
+            )
         reply = self._last_visible("attacker") if self._dialogue else None
         question = prompts.attacker_question(reply, levels)
         if self._game and self._game.attacker_moves:
@@ -350,7 +355,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             question = prompts.game_over(game.outcome or "")
             message = question
         elif acting:
-            question = self._question(role)
+            question = self._question(role, reask=bool(self._retry))
             if self._retry:
                 message = prompts.reask(self._error or "invalid answer", question)
             elif not self._answered[agent]:

@@ -4,7 +4,9 @@ Parsing is tolerant about the *envelope* and strict about the *content*:
 
 - Envelope: a reasoning block (`<think>...</think>`) is dropped; the JSON object may sit in a
   code fence or among prose; the first decodable JSON object wins; a Python-style dict with single
-  quotes (and `None`/`True`/`False` or `null`/`true`/`false`) is accepted as a fallback.
+  quotes (and `None`/`True`/`False` or `null`/`true`/`false`) is accepted as a fallback. Markers
+  (`</think>`, code fences) count only outside the text's top-level JSON objects, so an answer
+  whose strings quote them (or quote another answer) is read from its own keys.
 - Content: every field of the protocol must be present with the right type and range; names must
   be names of the closed universe at the right level (matched with `normalise_name`, returned in
   canonical spelling).
@@ -35,6 +37,7 @@ MAX_ANSWER_CHARS = 20_000  # whole raw answer (reasoning included)
 MAX_REPLY_CHARS = 2_000  # the visible message (attacker `prompt`, defender `reply`)
 MAX_REFLECTION_CHARS = 8_000
 MAX_DECODE_ATTEMPTS = 32  # candidate '{' positions tried before giving up
+MAX_TOP_LEVEL_OBJECTS = 256  # objects collected when locating markers outside JSON
 
 ATTACKER_FIELDS = ("trust_score", "belief", "reflection", "signal", "prompt")
 DEFENDER_FIELDS = ("attacker_belief_about_target", "attacker_trust_in_us", "reflection", "reply")
@@ -58,7 +61,8 @@ def extract_json_object(text: str, expected_fields: tuple[str, ...] = ()) -> dic
         raise AnswerError(f"answer must be text, got {type(text).__name__}")
     if len(text) > MAX_ANSWER_CHARS:
         raise AnswerError(f"answer is {len(text)} characters long; the limit is {MAX_ANSWER_CHARS}")
-    end_think = text.rfind("</think>")
+    spans = _object_spans(text)
+    end_think = _last_outside(text, "</think>", spans)
     if end_think >= 0:
         text = text[end_think + len("</think>") :]
     text = text.strip()
@@ -75,18 +79,51 @@ def extract_json_object(text: str, expected_fields: tuple[str, ...] = ()) -> dic
     raise AnswerError("no JSON object found; reply with exactly one JSON object")
 
 
+def _object_spans(text: str) -> list[tuple[int, int]]:
+    """`(start, end)` of the top-level JSON objects of `text`, left to right; scanning resumes
+    after each decoded object, so nothing inside its strings is read as structure (capped)."""
+    spans: list[tuple[int, int]] = []
+    pos = text.find("{")
+    failures = 0
+    while pos >= 0 and failures < MAX_DECODE_ATTEMPTS and len(spans) < MAX_TOP_LEVEL_OBJECTS:
+        try:
+            _, end = _DECODER.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            failures += 1
+            pos = text.find("{", pos + 1)
+            continue
+        spans.append((pos, end))
+        pos = text.find("{", end)
+    return spans
+
+
+def _outside(index: int, spans: list[tuple[int, int]]) -> bool:
+    return not any(start <= index < end for start, end in spans)
+
+
+def _last_outside(text: str, marker: str, spans: list[tuple[int, int]]) -> int:
+    """Index of the last `marker` that is not inside a JSON object, -1 when none is."""
+    index = text.rfind(marker)
+    while index >= 0 and not _outside(index, spans):
+        index = text.rfind(marker, 0, index)
+    return index
+
+
 def _candidates(text: str) -> list[str]:
-    """Substrings worth decoding, most specific first: code-fence bodies, then the whole text."""
+    """Substrings worth decoding, most specific first: code-fence bodies (fences outside JSON
+    objects only), then the whole text."""
+    spans = _object_spans(text)
+    fences: list[int] = []
+    index = text.find("```")
+    while index >= 0 and len(fences) < 8:
+        if _outside(index, spans):
+            fences.append(index)
+        index = text.find("```", index + 3)
     found: list[str] = []
-    start = text.find("```")
-    while start >= 0 and len(found) < 4:
+    for start, close in zip(fences[::2], fences[1::2], strict=False):
         body_start = text.find("\n", start)
-        close = text.find("```", start + 3)
-        if close < 0:
-            break
         if 0 <= body_start < close:
             found.append(text[body_start + 1 : close])
-        start = text.find("```", close + 3)
     found.append(text)
     return found
 

@@ -11,6 +11,20 @@ Prompts are deliberately lean: the default model is tiny and prompt prefill domi
   (`envs.tomsb.protocol.ATTACKER_VARIANTS`).
 - `*_briefing` renders a role's private scenario JSON, `*_question` the per-turn request with the
   answer format, `reask` the request after an invalid answer.
+
+Compact layout (`DEFENDER_COMPACT_PROMPTS`, variant "compact"): for small models, whose context
+and prefill budget the default layout spends on repetition. Same rules as "default" in fewer
+words; the answer format (same JSON keys, parsed by `envs.tomsb.parsing` like every variant) is
+stated once, in the system prompt, and each turn ends with a short reminder (a re-ask repeats the
+full format); the briefing draws the universe as an indented tree (each name once, one per line,
+so any name stays unambiguous) instead of JSON. The observation's `scenario` field stays the JSON
+role view, so scripted players read every variant alike. It changes only the defender's side (the
+attacker's prompts are its opponent's and stay the same). Never a default: the env and the
+paper's training configs use "default" (a small-model demo may opt in).
+
+Versions: transcripts record both `PROMPT_VERSION` and the variant (`infos["prompt_version"]`,
+`infos["prompt_variant"]`). Adding a variant leaves every existing variant's text as it was, so
+it does not bump the version; changing any existing text (the compact variant's included) does.
 """
 
 from __future__ import annotations
@@ -20,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS
+from tomgym.envs.tomsb.universe import Universe
 
 PROMPT_VERSION = "tomsb-prompts-v1"
 
@@ -70,7 +85,24 @@ DEFENDER_BASELINE_PROMPTS: dict[str, str] = {
     "not know. Reply in one or two sentences.\n" + _DEFENDER_FORMAT_NOTE,
 }
 
-DEFENDER_PROMPT_VARIANTS = (*DEFENDER_SYSTEM_PROMPTS, *DEFENDER_BASELINE_PROMPTS)
+# The rules of "default" in fewer words; the answer format is appended once (see module doc).
+DEFENDER_COMPACT_PROMPTS: dict[str, str] = {
+    "compact": "You are {defender}, a double agent. {attacker} wants {person}'s {levels}; you "
+    "know the true path. You win if {attacker} ends sure of a wrong path and still trusts you. "
+    "Learn what {attacker} knows and never contradict it. Never reveal a true value it does not "
+    "know, never refuse, use only universe names, stay consistent with the tree and your "
+    "replies. Reply in one or two sentences.\n"
+    "Answer each turn with JSON only; attacker_belief_about_target is what {attacker} knew "
+    "before this talk (null = unknown); only the reply reaches {attacker}:\n",
+}
+COMPACT_REMINDER = "Answer with the JSON object."
+
+# Baselines last: the CLI help calls the last three the paper's prompted baselines.
+DEFENDER_PROMPT_VARIANTS = (
+    *DEFENDER_SYSTEM_PROMPTS,
+    *DEFENDER_COMPACT_PROMPTS,
+    *DEFENDER_BASELINE_PROMPTS,
+)
 
 _ATTACKER_CORE = (
     "You are {attacker}, an investigator. Your goal: learn {person}'s {levels} from {defender}, "
@@ -116,6 +148,10 @@ def defender_system_prompt(variant: str, scenario: Mapping[str, Any]) -> str:
     """The defender's system prompt; `scenario` needs `hierarchy` (names are optional)."""
     if variant in DEFENDER_SYSTEM_PROMPTS:
         return _fill(DEFENDER_SYSTEM_PROMPTS[variant], scenario)
+    if variant in DEFENDER_COMPACT_PROMPTS:
+        return _fill(DEFENDER_COMPACT_PROMPTS[variant], scenario) + _defender_format_object(
+            scenario["hierarchy"]
+        )
     if variant in DEFENDER_BASELINE_PROMPTS:
         return _fill(DEFENDER_BASELINE_PROMPTS[variant], scenario)
     raise ValueError(
@@ -137,13 +173,48 @@ def compact_json(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-def defender_briefing(scenario_json: str) -> str:
+def is_compact(variant: str) -> bool:
+    """Whether a defender prompt variant uses the compact layout (see module doc)."""
+    return variant in DEFENDER_COMPACT_PROMPTS
+
+
+def defender_briefing(scenario_json: str, variant: str = "default") -> str:
+    """The defender's first-turn briefing from its view JSON (`protocol.defender_view`)."""
+    if is_compact(variant):
+        return _compact_defender_briefing(json.loads(scenario_json))
     return (
         "Private information (only you see it): universe, the true path"
         + (", and what the attacker knew beforehand" if '"attacker_prior"' in scenario_json else "")
         + ".\n"
         + scenario_json
     )
+
+
+def universe_tree(universe: Universe) -> str:
+    """The universe as an indented tree: each name once, on its own line, children indented."""
+    lines: list[str] = []
+    for root in universe.roots:
+        lines.append(root)
+        for child in universe.children[root]:
+            lines.append("  " + child)
+            lines.extend("    " + leaf for leaf in universe.children[child])
+    return "\n".join(lines)
+
+
+def _compact_defender_briefing(view: Mapping[str, Any]) -> str:
+    levels = list(view["hierarchy"])
+    universe = Universe.from_dict(view["universe"], levels)
+    truth = view["ground_truth"]
+    lines = [
+        "Private. Universe:",
+        universe_tree(universe),
+        "True path: " + " > ".join(str(truth[level]) for level in levels),
+    ]
+    prior = view.get("attacker_prior")
+    if prior is not None:
+        known = " > ".join(str(prior[lvl]) if prior.get(lvl) else "?" for lvl in levels)
+        lines.append(f"Attacker knew beforehand (? = unknown): {known}")
+    return "\n".join(lines)
 
 
 def attacker_briefing(scenario_json: str) -> str:
@@ -154,12 +225,16 @@ def _format_object(levels: Sequence[str], value: str) -> str:
     return "{" + ",".join(f'"{lvl}":{value}' for lvl in levels) + "}"
 
 
-def defender_format(levels: Sequence[str]) -> str:
+def _defender_format_object(levels: Sequence[str]) -> str:
     return (
-        'Answer with JSON only: {"attacker_belief_about_target":'
+        '{"attacker_belief_about_target":'
         + _format_object(levels, "name|null")
         + ',"attacker_trust_in_us":0-5,"reflection":"...","reply":"..."}'
     )
+
+
+def defender_format(levels: Sequence[str]) -> str:
+    return "Answer with JSON only: " + _defender_format_object(levels)
 
 
 def attacker_format(levels: Sequence[str]) -> str:
@@ -171,7 +246,17 @@ def attacker_format(levels: Sequence[str]) -> str:
     )
 
 
-def defender_question(attacker_message: str, levels: Sequence[str]) -> str:
+def defender_question(
+    attacker_message: str,
+    levels: Sequence[str],
+    variant: str = "default",
+    *,
+    reask: bool = False,
+) -> str:
+    """The defender's per-turn request; the compact layout's carries only a short reminder of
+    the format its system prompt states, except on a re-ask (`reask=True`)."""
+    if is_compact(variant) and not reask:
+        return f"The attacker says: {attacker_message}\n{COMPACT_REMINDER}"
     return f"The attacker says: {attacker_message}\n{defender_format(levels)}"
 
 

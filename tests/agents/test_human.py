@@ -189,7 +189,7 @@ def test_policy_without_confirm_sends_at_once() -> None:
 
 
 def test_defender_estimates_default_to_the_previous_turn(tomsb_view: dict) -> None:
-    from tomgym.training.policy_specs import make_policy
+    from tomgym.agents.specs import make_policy
     from tomgym.training.runner import GameSpec, play_games
 
     # turn 1 names a root and trust 2; turn 2 keeps both with Enter
@@ -210,8 +210,31 @@ def test_defender_estimates_default_to_the_previous_turn(tomsb_view: dict) -> No
     assert [first["reply"], second["reply"]] == ["Hello.", "Sure."]
 
 
+def test_a_long_reply_is_asked_again_not_typed_as_raw_json() -> None:
+    from tomgym.agents.specs import make_policy
+    from tomgym.envs.tomsb.parsing import MAX_REPLY_CHARS
+    from tomgym.training.runner import GameSpec, play_games
+
+    long_reply = "word " * (MAX_REPLY_CHARS // 4)
+    out = io.StringIO()
+    policy = HumanPolicy(
+        _scripted([long_reply, "Short.", "Fine."]), out, confirm=False, ask_estimates=False
+    )
+    records = play_games(
+        "tomgym/tomsb-v0",
+        [GameSpec("t", 5)],
+        {"attacker_0": make_policy("scripted:base"), "defender_0": policy},
+        env_config={"max_attacker_turns": 2},
+    )
+    turns = [t for t in records[0]["turns"] if t["agent"] == "defender_0"]
+    assert turns and all(t["valid"] for t in turns)
+    assert turns[0]["parsed"]["reply"] == "Short."
+    assert f"the limit is {MAX_REPLY_CHARS}" in out.getvalue()
+    assert "raw text" not in out.getvalue()
+
+
 def test_attacker_plays_a_game_in_process() -> None:
-    from tomgym.training.policy_specs import make_policy
+    from tomgym.agents.specs import make_policy
     from tomgym.training.runner import GameSpec, play_games
 
     # turn 1: trust 3, keep the prior, "d" is refused at trust 3, then query again

@@ -334,10 +334,10 @@ def test_answer_stop_ends_rows_at_the_close_of_the_json(loaded):
 
 
 def test_spec_key_turns_the_cache_off():
-    from tomgym.agents.llm.policy import _BACKEND_KEYS, _convert
+    from tomgym.agents.specs import convert_option, option_types
 
-    assert _BACKEND_KEYS["hf"]["kv_cache"] is bool
-    assert _convert("kv_cache", "false", bool) is False
+    assert option_types("hf")["kv_cache"] is bool
+    assert convert_option("kv_cache", "false", bool) is False
     from tomgym.agents.llm import make_llm_policy
 
     try:

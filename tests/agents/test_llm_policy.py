@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from tomgym.agents.base import Turn
-from tomgym.agents.llm import BackendError, BackendStats, LLMPolicy, make_llm_policy, parse_llm_spec
+from tomgym.agents.llm import BackendError, BackendStats, LLMPolicy, make_llm_policy
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -241,20 +241,6 @@ def test_two_turns_for_one_agent_in_a_batch_is_an_error():
     policy = LLMPolicy(FakeBackend(), name="p")
     with pytest.raises(ValueError, match="two turns"):
         policy.act_batch([turn("g", "a", "x"), turn("g", "a", "y")])
-
-
-def test_parse_llm_spec():
-    assert parse_llm_spec("default") == ("hf", "default", {})
-    assert parse_llm_spec("default,temperature=0") == ("hf", "default", {"temperature": "0"})
-    assert parse_llm_spec("hf:org/model,adapter=/x,max_new_tokens=8") == (
-        "hf",
-        "org/model",
-        {"adapter": "/x", "max_new_tokens": "8"},
-    )
-    assert parse_llm_spec("openai:gpt,base_url=http://h:1/v1")[2] == {"base_url": "http://h:1/v1"}
-    for bad in ("gpt-4", "foo:bar", "hf:", "hf:m,novalue"):
-        with pytest.raises(ValueError):
-            parse_llm_spec(bad)
 
 
 def test_make_llm_policy_errors(tmp_path):

@@ -101,15 +101,29 @@ def test_validate_detects_universe_leak(tmp_path: Path, capsys: pytest.CaptureFi
     assert "more than one split" in _one_error_line(capsys)
 
 
+def test_too_few_universes_fail_before_writing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "few"
+    assert run_scenarios_cli(["generate", "--out", str(out), "--universes", "2"]) == 1
+    line = _one_error_line(capsys)
+    assert "no universe for the test split" in line and "--universes 4" in line
+    assert not out.exists()
+    assert run_scenarios_cli(["generate", "--out", str(out), "--universes", "4"]) == 0
+    capsys.readouterr()
+    for split in ("train", "validation", "test"):
+        assert run_scenarios_cli(["validate", str(out / f"{split}.jsonl")]) == 0
+
+
 def test_add_subparser_wires_into_a_main_parser(tmp_path: Path) -> None:
     parser = argparse.ArgumentParser(prog="tomgym")
     add_subparser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(
-        ["scenarios", "generate", "--out", str(tmp_path / "x"), "--universes", "2"]
+        ["scenarios", "generate", "--out", str(tmp_path / "x"), "--universes", "4"]
     )
     assert args.command == "scenarios"
     assert args.func(args) == 0
-    assert len(from_jsonl(tmp_path / "x" / "all.jsonl")) == 6
+    assert len(from_jsonl(tmp_path / "x" / "all.jsonl")) == 12
     assert parser.parse_args(["scenarios"]).func(parser.parse_args(["scenarios"])) == 2
 
 

@@ -112,9 +112,10 @@ def test_run_folder_repairs_torn_line_and_rejects_corruption(tmp_path):
     assert folder.completed_ids() == {"a"}
     folder.append({"game_id": "b", "v": 2})
     assert [r["game_id"] for r in folder.records()] == ["a", "b"]
+    folder.close()  # release the lock: the refusals below are about the folder's contents
     with pytest.raises(RunFolderError, match="already holds games"):
         RunFolder(tmp_path / "run").start({"env_id": "x"}, resume=False)
-    with pytest.raises(RunFolderError, match="its seed is 0"):
+    with pytest.raises(RunFolderError, match="seed 0 -> 1"):
         folder.start({"env_id": "x", "seed": 1}, resume=True)
     folder.games_path.write_text('{"game_id": "a"}\nnot json\n{"game_id": "c"}\n')
     with pytest.raises(RunFolderError, match=r"games.jsonl:2: corrupt record"):

@@ -5,7 +5,8 @@ prior level, scenario, players), then the dialogue with one colour per role. Wha
 sees is shown plainly (the defender's `reply`, the attacker's `prompt`, Decrypto hints and
 guesses); everything private (the defender's belief estimate, trust estimate and reflection, the
 attacker's belief/trust/reflection, the raw answer, the message the agent was shown) sits in a
-`<details>` element opened on demand. Re-asks and side questions are marked, invalid answers show
+`<details>` element opened on demand. A Decrypto game also gets a table of its rounds: the code,
+the hints, the decoder's and the interceptor's guesses, each marked right or wrong. Re-asks and side questions are marked, invalid answers show
 the parse error. A row of outcome checkboxes and a text box filter the games with a few lines of
 inline JavaScript. Every piece of text from a record goes through `html.escape`.
 """
@@ -44,6 +45,8 @@ border-bottom:1px solid #ccc;z-index:1} .filters label{margin-right:1em}
 .bad{color:#a00;font-size:.85em} .tag{font-size:.75em;background:#fff;border:1px solid #aaa;
 border-radius:3px;padding:0 .3em;margin-left:.4em} details{font-size:.85em;margin-top:.2em}
 pre{white-space:pre-wrap;word-break:break-word;background:#fafafa;padding:.4em;margin:.2em 0}
+.rounds{border-collapse:collapse;margin:.5em 0;font-size:.9em} .rounds td,.rounds th{
+border:1px solid #ccc;padding:.15em .5em} .right{background:#dff1e3} .wrong{background:#fde2e1}
 """
 
 _JS = """
@@ -129,6 +132,37 @@ def _turn_html(turn: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
+def code_text(digits: Any) -> str:
+    """A Decrypto code or guess as `3-1-4` ("none" when there is none)."""
+    return "-".join(str(d) for d in digits) if isinstance(digits, list | tuple) else "none"
+
+
+def _guess_cell(guess: Any, code: Any) -> str:
+    """A guess with whether it was right (the guess equals the round's code)."""
+    if guess is None:
+        return '<td class="miss">none</td>'
+    right = list(guess) == list(code or [])
+    mark = "right" if right else "wrong"
+    return f'<td class="{mark}">{_e(code_text(guess))} ({mark})</td>'
+
+
+def _rounds_html(rounds: Sequence[Mapping[str, Any]]) -> str:
+    """Decrypto: one row per round with its code, the hints, both guesses and which were right."""
+    rows = [
+        '<table class="rounds"><tr><th>round</th><th>code</th><th>hints</th>'
+        "<th>decoder guess</th><th>interceptor guess</th></tr>"
+    ]
+    for r in rounds:
+        hints = ", ".join(str(h) for h in r.get("hints") or [])
+        rows.append(
+            f"<tr><td>{_e(r.get('round'))}</td><td>{_e(code_text(r.get('code')))}</td>"
+            f"<td>{_e(hints)}</td>{_guess_cell(r.get('decoder_guess'), r.get('code'))}"
+            f"{_guess_cell(r.get('interceptor_guess'), r.get('code'))}</tr>"
+        )
+    rows.append("</table>")
+    return "".join(rows)
+
+
 def _game_html(record: Mapping[str, Any]) -> str:
     info = first_infos(record)
     ending = str(outcome(record))
@@ -161,6 +195,9 @@ def _game_html(record: Mapping[str, Any]) -> str:
         parts.append(
             f"<details><summary>game state at the end</summary><pre>{_e(body)}</pre></details>"
         )
+    rounds = info.get("rounds_detail")
+    if isinstance(rounds, list) and rounds:
+        parts.append(_rounds_html(rounds))
     parts.extend(_turn_html(t) for t in record.get("turns") or [])
     parts.append("</section>")
     return "\n".join(parts)

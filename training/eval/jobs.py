@@ -12,10 +12,11 @@ Each game's `GameSpec.eval` block (what the runner cannot know: the evaluation s
 attacker label / Decrypto matchup, the episode index and the specs played) is written into its
 record, so `training.eval.metrics` can group by them.
 
-- `evaluate_tomsb`: one game per (seed, attacker, scenario of the split, episode). Attackers are
-  scripted variant names (`base`, `cross_examiner`, `deception_aware`, `bluffing`), any policy
-  spec (played with the base attacker prompt), or `VARIANT=SPEC` (a policy spec given the
-  variant's attacker prompt). The variant is also the env's `attacker` reset option.
+- `evaluate_tomsb`: one game per (seed, attacker, scenario of the split or of a scenario file,
+  episode). Attackers are entries of `tomgym.agents.specs.parse_attacker`: scripted variant
+  names (`ATTACKER_VARIANTS`), any policy spec (played with the base attacker prompt), or
+  `VARIANT=SPEC` (a policy spec given the variant's attacker prompt). The variant is also the
+  env's `attacker` reset option. Env seeds are `envs.seeding.derive_seed(game id)`.
 - `evaluate_decrypto`: every (encoder, decoder, interceptor) combination of `models` ("all"),
   one model as encoder+decoder against another as interceptor ("competition"), or two models as
   encoder and decoder against a fixed interceptor ("adhoc"); `games` games per seed, the same
@@ -24,19 +25,20 @@ record, so `training.eval.metrics` can group by them.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tomgym.agents.base import Policy
-from tomgym.envs.tomsb.prompts import ATTACKER_VARIANTS
+from tomgym.agents.specs import SpecError, check_role, make_policy, parse_attacker
+from tomgym.envs.seeding import derive_seed
+from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS
 from tomgym.rewards.episode import EpisodeRecord
 from tomgym.training.eval import metrics, tables
-from tomgym.training.policy_specs import make_policy
 from tomgym.training.routing import RoutedPolicy
-from tomgym.training.run_folder import RunFolder, RunFolderError
+from tomgym.training.run_folder import RunFolder
 from tomgym.training.runner import GameSpec, RunStats, play_games
 
 TOMSB_ENV = "tomgym/tomsb-v0"
@@ -62,14 +64,8 @@ class EvaluationError(ValueError):
     """Bad evaluation input (unknown attacker, empty split, unreadable games file ...)."""
 
 
-def stable_seed(*parts: object) -> int:
-    """A 31-bit seed from the parts (same across processes and Python versions)."""
-    text = "|".join(str(p) for p in parts)
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=4).digest(), "big") >> 1
-
-
 def play_into_folder(
-    folder: RunFolder,
+    folder: RunFolder | None,
     env_id: str,
     games: Sequence[GameSpec],
     assignments: Mapping[str, Mapping[str, Policy]],
@@ -79,42 +75,45 @@ def play_into_folder(
     concurrency: int,
     progress: bool,
     stats: RunStats | None,
-) -> None:
+    record_prompts: bool = True,
+    on_record: Callable[[EpisodeRecord], None] | None = None,
+) -> list[EpisodeRecord]:
     """Play the games not yet in the folder; every record is appended the moment it ends.
 
-    `assignments` gives, per game id, the policy of every agent in `agents`.
+    `assignments` gives, per game id, the policy of every agent in `agents`. Without a folder
+    every game is played and nothing is written. `on_record` sees each record once it is
+    appended. Returns the records played now.
     """
-    done = folder.completed_ids()
+    done = folder.completed_ids() if folder is not None else set()
     todo = [g for g in games if g.game_id not in done]
     if not todo:
-        return
+        return []
     router = RoutedPolicy({g.game_id: assignments[g.game_id] for g in todo})
 
-    def on_record(record: EpisodeRecord) -> None:
-        folder.append(record)
+    def append(record: EpisodeRecord) -> None:
+        if folder is not None:
+            folder.append(record)
+        if on_record is not None:
+            on_record(record)
 
-    play_games(
+    return play_games(
         env_id,
         todo,
         dict.fromkeys(agents, router),
         concurrency=concurrency,
         env_config=env_config,
-        on_record=on_record,
+        on_record=append,
         progress=progress,
         stats=stats,
+        record_prompts=record_prompts,
     )
 
 
 def check_resume(folder: RunFolder, config: Mapping[str, Any], resume: bool) -> None:
-    """On resume, every setting that shapes the game list must match the folder's config."""
-    if not resume:
-        return
-    old = folder.config()
-    for key, value in config.items():
-        if key in old and old[key] != value and key not in ("concurrency",):
-            raise RunFolderError(
-                f"cannot resume {folder.path}: its {key} is {old[key]!r}, this run asks for {value!r}"
-            )
+    """On resume, the run kind and every setting must match the folder's config (checked here,
+    before any policy is built, and again under the folder's lock by `RunFolder.start`)."""
+    if resume and folder.config_path.exists():
+        folder.check_resume(config)
 
 
 def finish_run(folder: RunFolder, group_by: list[str]) -> dict[str, Any]:
@@ -130,33 +129,22 @@ def finish_run(folder: RunFolder, group_by: list[str]) -> dict[str, Any]:
 # ---- TOM-SB --------------------------------------------------------------------------------------
 
 
-def parse_attacker(entry: str) -> tuple[str, str, str]:
-    """`entry` -> (label, attacker prompt variant, policy spec); see the module docstring."""
-    entry = entry.strip()
-    if not entry:
-        raise EvaluationError("empty attacker name")
-    if entry in ATTACKER_VARIANTS:
-        return entry, entry, f"scripted:{entry}"
-    if entry.startswith("scripted:") and entry.partition(":")[2] in ATTACKER_VARIANTS:
-        variant = entry.partition(":")[2]
-        return variant, variant, entry
-    head, sep, spec = entry.partition("=")
-    if sep and head in ATTACKER_VARIANTS and ":" not in head:
-        return f"{head}={spec}", head, spec
-    if entry.startswith("scripted:"):
-        raise EvaluationError(
-            f"unknown scripted attacker {entry!r}; variants: {', '.join(ATTACKER_VARIANTS)}"
-        )
-    return entry, "base", entry
-
-
-def _tomsb_scenarios(split: str, benchmark_seed: int, max_scenarios: int | None) -> list[Any]:
+def _tomsb_scenarios(
+    split: str, benchmark_seed: int, max_scenarios: int | None, scenarios_file: str | Path | None
+) -> list[Any]:
     from tomgym.envs.tomsb.benchmark import load_benchmark
+    from tomgym.envs.tomsb.loaders import load_scenarios
 
     try:
-        scenarios = load_benchmark(benchmark_seed).split(split)
-    except ValueError as exc:
+        if scenarios_file is not None:
+            scenarios = load_scenarios(scenarios_file)
+        else:
+            scenarios = load_benchmark(benchmark_seed).split(split)
+    except (ValueError, OSError) as exc:
         raise EvaluationError(str(exc)) from None
+    repeated = sorted(i for i, n in Counter(s.scenario_id for s in scenarios).items() if n > 1)
+    if repeated:
+        raise EvaluationError(f"{scenarios_file}: scenario ids repeat: {', '.join(repeated)}")
     if max_scenarios is not None:
         if max_scenarios < 1:
             raise EvaluationError(f"max_scenarios must be >= 1, got {max_scenarios}")
@@ -173,7 +161,7 @@ def _tomsb_scenarios(split: str, benchmark_seed: int, max_scenarios: int | None)
         ]
         scenarios = interleaved[:max_scenarios]
     if not scenarios:
-        raise EvaluationError(f"split {split!r} holds no scenarios")
+        raise EvaluationError(f"{scenarios_file or f'split {split!r}'} holds no scenarios")
     return scenarios
 
 
@@ -193,11 +181,15 @@ def evaluate_tomsb(
     progress: bool = False,
     stats: RunStats | None = None,
     policy_factory: Callable[[str, int], Policy] | None = None,
+    scenarios_file: str | Path | None = None,
 ) -> dict[str, Any]:
     """Evaluate a defender against attacker variants on a benchmark split; returns the summary.
 
+    `scenarios_file` (any format `envs.tomsb.loaders.load_scenarios` reads) replaces the
+    benchmark split with a user's own scenarios; each game gets its scenario as a reset option.
+
     Games: for each evaluation seed s < `seeds`, attacker, scenario and episode e, game id
-    `s{s}/{attacker}/{scenario_id}/e{e}` with env seed `stable_seed(game id)`. The defender is
+    `s{s}/{attacker}/{scenario_id}/e{e}` with env seed `derive_seed(game id)`. The defender is
     built once (seed 0) and plays every game; the game id decides its sampling stream.
     """
     if episodes_per_scenario < 1 or seeds < 1:
@@ -205,11 +197,21 @@ def evaluate_tomsb(
     if not attackers:
         raise EvaluationError("no attackers given")
     factory = policy_factory or spec_policy
-    parsed = [parse_attacker(a) for a in attackers]
-    labels = [label for label, _, _ in parsed]
+    try:
+        parsed = [parse_attacker(a) for a in attackers]
+    except SpecError as exc:
+        raise EvaluationError(str(exc)) from None
+    labels = [entry.label for entry in parsed]
+    if policy_factory is None:
+        try:
+            check_role(defender_spec, "defender_0", "tomsb")
+            for entry in parsed:
+                check_role(entry.spec, "attacker_0", "tomsb")
+        except SpecError as exc:
+            raise EvaluationError(str(exc)) from None
     if len(set(labels)) != len(labels):
         raise EvaluationError(f"attackers repeat: {labels}")
-    scenarios = _tomsb_scenarios(split, benchmark_seed, max_scenarios)
+    scenarios = _tomsb_scenarios(split, benchmark_seed, max_scenarios, scenarios_file)
     config = {
         "kind": "eval_tomsb",
         "env_id": TOMSB_ENV,
@@ -222,25 +224,30 @@ def evaluate_tomsb(
         "benchmark_seed": benchmark_seed,
         "env_config": dict(env_config or {}),
     }
+    if scenarios_file is not None:
+        config["scenarios_file"] = str(scenarios_file)
     folder = RunFolder(out_dir)
     check_resume(folder, config, resume)
     # Build every policy before touching the folder: a bad spec fails with nothing written.
     defender = factory(defender_spec, 0)
-    attacker_policies = {label: factory(spec, 0) for label, _, spec in parsed}
+    attacker_policies = {e.label: factory(e.spec.to_string(), 0) for e in parsed}
     folder.start(config, resume=resume)
 
     games: list[GameSpec] = []
     assignments: dict[str, dict[str, Policy]] = {}
     for seed in range(seeds):
-        for label, variant, spec in parsed:
+        for entry in parsed:
+            label, variant, spec = entry.label, entry.variant, entry.spec.to_string()
             for scenario in scenarios:
                 for episode in range(episodes_per_scenario):
                     game_id = f"s{seed}/{label}/{scenario.scenario_id}/e{episode}"
-                    options = {
+                    options: dict[str, Any] = {
                         "scenario": scenario.scenario_id,
                         "split": split,
                         "attacker": variant,
                     }
+                    if scenarios_file is not None:
+                        options = {"scenario": scenario.to_dict(), "attacker": variant}
                     block = {
                         "seed": seed,
                         "attacker": label,
@@ -249,7 +256,7 @@ def evaluate_tomsb(
                         "scenario": scenario.scenario_id,
                         "episode": episode,
                     }
-                    games.append(GameSpec(game_id, stable_seed(game_id), options, block))
+                    games.append(GameSpec(game_id, derive_seed(game_id), options, block))
                     assignments[game_id] = {
                         "defender_0": defender,
                         "attacker_0": attacker_policies[label],
@@ -270,6 +277,7 @@ def evaluate_tomsb(
     finally:
         for policy in {id(p): p for p in [defender, *attacker_policies.values()]}.values():
             policy.close()
+        folder.close()  # the run-folder lock: its games are all written
     return finish_run(folder, TOMSB_GROUPS)
 
 
@@ -309,7 +317,7 @@ def evaluate_decrypto(
 ) -> dict[str, Any]:
     """Decrypto cross-play: `games` games per seed for each matchup; returns the summary.
 
-    Game `g` of seed `s` has env seed `stable_seed("decrypto", s, g)` in every matchup, so all
+    Game `g` of seed `s` has env seed `derive_seed("decrypto", s, g)` in every matchup, so all
     matchups face the same keywords and codes. The summary's `matchups` list holds, per
     matchup, the headline metrics' mean and std over seeds.
     """
@@ -317,6 +325,13 @@ def evaluate_decrypto(
         raise EvaluationError("seeds and games must be >= 1")
     factory = policy_factory or spec_policy
     matchups = decrypto_matchups(list(models), mode, interceptor)
+    if policy_factory is None:
+        try:
+            for matchup in matchups:
+                for agent, spec in zip(DECRYPTO_AGENTS, matchup, strict=True):
+                    check_role(spec, agent, "decrypto")
+        except SpecError as exc:
+            raise EvaluationError(str(exc)) from None
     config = {
         "kind": "eval_decrypto",
         "env_id": DECRYPTO_ENV,
@@ -348,7 +363,7 @@ def evaluate_decrypto(
                     "interceptor_spec": matchup[2],
                 }
                 game_specs.append(
-                    GameSpec(game_id, stable_seed("decrypto", seed, game), eval=block)
+                    GameSpec(game_id, derive_seed("decrypto", seed, game), eval=block)
                 )
                 assignments[game_id] = {
                     a: built[s] for a, s in zip(DECRYPTO_AGENTS, matchup, strict=True)
@@ -368,6 +383,7 @@ def evaluate_decrypto(
     finally:
         for policy in built.values():
             policy.close()
+        folder.close()  # the run-folder lock: its games are all written
     summary = finish_run(folder, DECRYPTO_GROUPS)
     summary["matchups"] = [
         {k: v for k, v in row.items() if k != "pooled"}

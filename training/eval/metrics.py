@@ -16,8 +16,9 @@ TOM-SB metrics (defender `defender_0`; per-record values come from `rewards.toms
 evaluation and training rewards never disagree): `fooled_rate`, `extracted_rate`, `detected_rate`,
 `baited_rate`, `tom_accuracy` (trajectory ToM, `rewards.tomsb.tom_prior`), `stepwise_tom`
 (`rewards.tomsb.stepwise_tom`), `leak_penalty`, `avg_turns` (attacker turns), `format_failures`
-(mean defender format failures per game), `format_ok_rate` (`rewards.shaping.format_ok`). Each
-TOM-SB block also holds `hard` (the same metrics on prior levels 1-2) and `by_prior_level`
+(mean defender format failures per game), `format_ok_rate` (`rewards.shaping.format_ok`, over
+the games where the defender played at least one turn; `None` when it played none). Each TOM-SB
+block also holds `hard` (the same metrics on prior levels 1-2) and `by_prior_level`
 ({"0": ..., "1": ..., "2": ...}).
 
 Decrypto replay runs: `replay_summary(records)` (the replaying policy's per-round error rate vs the
@@ -28,6 +29,13 @@ ending rates (`survived_rate`, `miscommunication_rate`, `interception_rate`, `bo
 when the ToM experiments ran, `tom_<experiment>_<rate>` (e.g. `tom_perspective_taking_
 predicted_interceptor`): per-game pass rates averaged over the games where the rate is defined
 (the spec: "averaged over games with at least one counted round"), with `..._n` games counted.
+
+Games the runner cut short (`truncation_reason`, e.g. a conversation that outgrew a model's
+context window) have no env ending, so the metrics above cover the games the env finished (`n`);
+every block also holds `truncated` (games cut short, not in `n`), `truncated_rate` (their share
+of all the block's games, with its CI) and, when any were, `truncation_reasons` ({reason: games}).
+Records are de-duplicated on their key (`rewards.episode.record_key`: game id and players, first
+record kept) before anything is counted; the summary names repeated game ids in `duplicate_keys`.
 
 Group keys (`GROUP_KEYS`): "attacker" (the attacker prompt variant, `infos.*.attacker_variant`),
 "attacker_policy", "defender", "encoder", "decoder", "interceptor" (the spec the evaluation gave
@@ -48,8 +56,16 @@ import numpy as np
 from scipy import stats
 from tomgym.rewards import decrypto as decrypto_rewards
 from tomgym.rewards import tomsb as tomsb_rewards
-from tomgym.rewards.episode import eval_block, final_infos, first_infos, outcome, policy_name
-from tomgym.rewards.shaping import format_ok
+from tomgym.rewards.episode import (
+    dedupe,
+    eval_block,
+    final_infos,
+    first_infos,
+    outcome,
+    policy_name,
+    truncation_reason,
+)
+from tomgym.rewards.shaping import agent_turns, format_ok
 
 CONFIDENCE = 0.95
 TOMSB_OUTCOMES = ("fooled", "extracted", "detected", "baited")
@@ -153,16 +169,27 @@ def _matchup(record: Mapping[str, Any]) -> str:
     return "/".join(str(_player(a)(record)) for a in DECRYPTO_AGENTS)
 
 
+def _game_field(info_key: str, option: str) -> Callable[[Mapping[str, Any]], Any]:
+    """A game-wide field from the final infos, else from the reset options the game was asked
+    with (a game the runner cut short has only mid-game infos)."""
+
+    def read(record: Mapping[str, Any]) -> Any:
+        value = first_infos(record).get(info_key)
+        return value if value is not None else (record.get("options") or {}).get(option)
+
+    return read
+
+
 GROUP_KEYS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
-    "attacker": lambda r: first_infos(r).get("attacker_variant"),
+    "attacker": _game_field("attacker_variant", "attacker"),
     "attacker_policy": _player("attacker_0"),
     "defender": _player(DEFENDER),
     "encoder": _player("encoder_0"),
     "decoder": _player("decoder_0"),
     "interceptor": _player("interceptor_0"),
     "matchup": _matchup,
-    "prior_level": lambda r: first_infos(r).get("prior_level"),
-    "scenario": lambda r: first_infos(r).get("scenario_id"),
+    "prior_level": _game_field("prior_level", "prior_level"),
+    "scenario": _game_field("scenario_id", "scenario"),
     "seed": lambda r: eval_block(r).get("seed", r.get("seed")),
     "checkpoint": lambda r: eval_block(r).get("checkpoint") or _player(DEFENDER)(r),
     "outcome": outcome,
@@ -189,7 +216,9 @@ def _tomsb_block(records: Sequence[Mapping[str, Any]], nested: bool = True) -> d
     infos = [final_infos(r, DEFENDER) for r in records]
     _mean(block, "avg_turns", [float(i.get("turns", 0)) for i in infos])
     _mean(block, "format_failures", [float(i.get("format_failures", 0)) for i in infos])
-    _rate(block, "format_ok_rate", [format_ok(r, DEFENDER) == 1.0 for r in records])
+    # A defender that never spoke (a 1-turn game the attacker ended) has no format to rate.
+    spoke = [r for r in records if agent_turns(r, DEFENDER)]
+    _rate(block, "format_ok_rate", [format_ok(r, DEFENDER) == 1.0 for r in spoke])
     if nested:
         levels = [int(i.get("prior_level", -1)) for i in infos]
         hard = [r for r, lvl in zip(records, levels, strict=True) if lvl in HARD_PRIOR_LEVELS]
@@ -243,14 +272,39 @@ def _decrypto_block(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 _BLOCKS = {"tomsb": _tomsb_block, "decrypto": _decrypto_block}
 
 
+def single_env_kind(records: Iterable[Mapping[str, Any]]) -> str:
+    """The one env kind ("tomsb" / "decrypto") of `records`; MetricsError naming the mix (and a
+    game of each kind) when they hold several, or when there are none."""
+    first: dict[str, Any] = {}
+    for record in records:
+        first.setdefault(env_kind(record), record.get("game_id"))
+    if not first:
+        raise MetricsError("no episode records")
+    if len(first) > 1:
+        examples = ", ".join(f"{kind} (e.g. {gid!r})" for kind, gid in sorted(first.items()))
+        raise MetricsError(
+            f"records mix environments: {examples}; summarise each environment's run separately"
+        )
+    return next(iter(first))
+
+
 def metrics_block(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Every metric of the records' env (they must all be of one env) with its 95% CI."""
     if not records:
         return {"n": 0}
-    kinds = {env_kind(r) for r in records}
-    if len(kinds) > 1:
-        raise MetricsError(f"records mix environments {sorted(kinds)}; summarise them separately")
-    return _BLOCKS[kinds.pop()](records)
+    kind = single_env_kind(records)
+    reasons = [truncation_reason(r) for r in records]
+    finished = [r for r, reason in zip(records, reasons, strict=True) if reason is None]
+    block = _BLOCKS[kind](finished) if finished else {"n": 0}
+    block["truncated"] = len(records) - len(finished)
+    _rate(block, "truncated_rate", [r is not None for r in reasons])
+    counted: dict[str, int] = {}
+    for reason in reasons:
+        if reason is not None:
+            counted[reason] = counted.get(reason, 0) + 1
+    if counted:
+        block["truncation_reasons"] = dict(sorted(counted.items()))
+    return block
 
 
 def _sort_key(value: str) -> tuple[int, float, str]:
@@ -268,9 +322,10 @@ def summarize(
     A key of `group_by` may join several keys with "+" ("attacker+prior_level") to group by their
     combination; the group name is then the values joined with "/".
     """
-    records = list(records)
+    records, repeated = dedupe(records)
     if not records:
         raise MetricsError("no episode records to summarise")
+    single_env_kind(records)
     env_ids = sorted({str(r.get("env_id")) for r in records})
     if len(env_ids) > 1:
         raise MetricsError(f"records mix environments {env_ids}; summarise them separately")
@@ -281,6 +336,8 @@ def summarize(
         "overall": metrics_block(records),
         "groups": {},
     }
+    if repeated:
+        summary["duplicate_keys"] = repeated
     for key in group_by or []:
         parts = key.split("+")
         buckets: dict[str, list[Mapping[str, Any]]] = {}

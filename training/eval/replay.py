@@ -207,6 +207,7 @@ def replay_decrypto(
         )
     finally:
         policy.close()
+        folder.close()  # the run-folder lock: its games are all written
     records = folder.records()
     summary = metrics.replay_summary(records)
     summary["overall"] = metrics.summarize(records)["overall"]

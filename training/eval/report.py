@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 from tomgym.rewards.episode import eval_block  # noqa: E402
 from tomgym.training.eval import html_viewer, metrics, tables  # noqa: E402
-from tomgym.training.run_folder import RunFolder  # noqa: E402
+from tomgym.training.run_folder import RunFolder, duplicate_warning  # noqa: E402
 
 PLOTS_DIR = "plots"
 OUTCOME_COLOURS = {
@@ -213,15 +213,27 @@ def plot_decrypto_replay(records: Sequence[Mapping[str, Any]], path: Path) -> Pa
     return _save(fig, path)
 
 
+def check_run_folder(run_dir: str | Path) -> list[str]:
+    """One-line warnings about a run folder's records (repeated game ids, written by versions
+    without run-folder locks); [] for a clean folder. Reads games.jsonl only."""
+    folder = RunFolder(run_dir)
+    repeated = folder.duplicate_keys()
+    return [duplicate_warning(folder, repeated)] if repeated else []
+
+
 def make_report(run_dir: str | Path) -> list[Path]:
-    """Regenerate every table, plot and the transcript viewer of a run folder; returns the paths."""
+    """Regenerate every table, plot and the transcript viewer of a run folder; returns the paths.
+
+    Records are de-duplicated on their key (game id and players; see `check_run_folder` for the warning); records
+    that mix environments are refused with `MetricsError` before any file is written."""
     run_dir = Path(run_dir)
     records = RunFolder(run_dir).records()
     if not records:
         raise metrics.MetricsError(f"{run_dir} holds no finished games yet")
+    kind = metrics.single_env_kind(records)
     paths = list(tables.write_tables(run_dir, records))
     plots = run_dir / PLOTS_DIR
-    if metrics.env_kind(records[0]) == "tomsb":
+    if kind == "tomsb":
         paths.append(plot_outcomes_by_attacker(records, plots / "outcomes_by_attacker.png"))
         scatter = plot_fooling_vs_tom(records, plots / "fooling_vs_tom.png")
         if scatter is not None:

@@ -8,11 +8,17 @@ separate `<metric>_ci_low` / `<metric>_ci_high` columns.
 Tables written to `RUN_DIR/tables/`:
 - TOM-SB: `tomsb_outcomes` (overall and per attacker variant: outcome rates on all scenarios and
   on hard ones, trajectory ToM, stepwise ToM, leaks, turns, format), `tomsb_prior_levels`
-  (attacker x prior level), and `tomsb_defenders` when the records hold several defenders or
-  checkpoints.
+  (attacker x prior level), `tomsb_defenders` when the records hold several defenders or
+  checkpoints, and `tomsb_judge_agreement` when an LLM judge scored them
+  (`training.eval.agreement`).
 - Decrypto: `decrypto_matchups` (per encoder/decoder/interceptor: mean +- std over seeds of the
   headline metrics, plus pooled rates with CIs), `decrypto_tom` when the ToM experiments ran, and
   `decrypto_replay` for replay runs (the policy's per-round rate vs the recorded players').
+
+When the runner cut games short (`truncation_reason`, e.g. a context window outgrown), every
+table whose rows carry it gains a `truncated %` column. Records are de-duplicated on their key
+(`rewards.episode.record_key`) and must all come from one environment: a mix is refused
+(`MetricsError`) before any file is written.
 """
 
 from __future__ import annotations
@@ -24,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tomgym.rewards.episode import eval_block
-from tomgym.training.eval import metrics
+from tomgym.rewards.episode import dedupe, eval_block, truncation_reason
+from tomgym.training.eval import agreement, metrics
 from tomgym.training.run_folder import RunFolder
 
 TABLES_DIR = "tables"
@@ -131,6 +137,7 @@ def _flatten_hard(block: Mapping[str, Any]) -> dict[str, Any]:
 
 
 ROLES = ("encoder", "decoder", "interceptor")
+TRUNCATED_COLUMN = Column("truncated %", "truncated_rate")
 HEADLINE = ("avg_rounds", "avg_miscommunications", "avg_interceptions", "team_win_rate")
 TOMSB_COLUMNS = [
     Column("n", "n", rate=False, ci=False),
@@ -158,6 +165,17 @@ TOMSB_LEVEL_COLUMNS = [
     Column("ToM %", "tom_accuracy"),
     Column("stepwise ToM %", "stepwise_tom"),
     Column("avg turns", "avg_turns", rate=False),
+]
+JUDGE_COLUMNS = [
+    Column("n", "n", rate=False, ci=False),
+    Column("judge errors", "judge_errors", rate=False, ci=False),
+    Column("excluded", "excluded", rate=False, ci=False),
+    Column("agreement %", "agreement"),
+    Column("kappa", "kappa", rate=False),
+    Column("judge+ rules+", "judge_yes_rules_yes", rate=False, ci=False),
+    Column("judge+ rules-", "judge_yes_rules_no", rate=False, ci=False),
+    Column("judge- rules+", "judge_no_rules_yes", rate=False, ci=False),
+    Column("judge- rules-", "judge_no_rules_no", rate=False, ci=False),
 ]
 DECRYPTO_COLUMNS = [
     Column("games", "games", rate=False, ci=False),
@@ -209,6 +227,18 @@ def tomsb_tables(records: Sequence[Mapping[str, Any]]) -> list[Table]:
                 [([name], _flatten_hard(b)) for name, b in defenders.items()],
             )
         )
+    judged = agreement.agreement_rows(records)
+    if judged:
+        tables.append(
+            Table(
+                "tomsb_judge_agreement",
+                "TOM-SB judges vs the rules (agreement: Wilson 95% CI; Cohen's kappa: bootstrap "
+                "95% CI)",
+                ["judge", "comparison"],
+                JUDGE_COLUMNS,
+                judged,
+            )
+        )
     return tables
 
 
@@ -242,6 +272,8 @@ def decrypto_matchup_rows(records: Sequence[Mapping[str, Any]]) -> list[dict[str
             row[f"{name}_std"] = values["std"]
         row["pooled_team_win_rate"] = pooled["team_win_rate"]
         row["pooled_team_win_rate_ci"] = pooled["team_win_rate_ci"]
+        row["truncated_rate"] = pooled["truncated_rate"]
+        row["truncated_rate_ci"] = pooled["truncated_rate_ci"]
         rows.append(row)
     return rows
 
@@ -307,10 +339,16 @@ def replay_table(records: Sequence[Mapping[str, Any]]) -> Table:
 
 def make_tables(records: Sequence[Mapping[str, Any]]) -> list[Table]:
     """Every table the records support (see the module docstring)."""
+    records = dedupe(records)[0]
     if not records:
         raise metrics.MetricsError("no episode records to tabulate")
-    kind = metrics.env_kind(records[0])
-    return tomsb_tables(records) if kind == "tomsb" else decrypto_tables(records)
+    kind = metrics.single_env_kind(records)
+    made = tomsb_tables(records) if kind == "tomsb" else decrypto_tables(records)
+    if any(truncation_reason(r) is not None for r in records):
+        for table in made:
+            if any("truncated_rate" in block for _, block in table.rows):
+                table.columns = [*table.columns, TRUNCATED_COLUMN]
+    return made
 
 
 def write_tables(
@@ -323,10 +361,10 @@ def write_tables(
     run_dir = Path(run_dir)
     if records is None:
         records = RunFolder(run_dir).records()
+    made = make_tables(records)  # before anything is written: bad records leave no partial tables/
     out = run_dir / TABLES_DIR
     out.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
-    made = make_tables(records)
     for table in made:
         for suffix, text in ((".md", table.markdown()), (".csv", table.csv())):
             path = out / f"{table.name}{suffix}"

@@ -5,7 +5,7 @@
 - `trainable`: `TrainablePolicy`, the trained agent sampling with the model being trained.
 - `opponents`: opponents from specs, retried (`ResilientPolicy`), chosen per route.
 - `episodes`: dataset rows, the episode player, TRL's rollout batch.
-- `train_config`: `TrainConfig`, every field with a help text.
+- `train_config`: `TrainConfig`, typed and validated (pydantic), every field with a help text.
 - `trainer`: the training session, rewards, validation, SFT warm start, `train`.
 - `trl_adapter`: the only module that imports `trl`.
 """

@@ -18,7 +18,6 @@ This module never imports `trl`: the generation callable reaches the policy thro
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tomgym.agents.base import Policy
+from tomgym.envs.seeding import derive_seed
 from tomgym.rewards.episode import EpisodeRecord
 from tomgym.training.rl.generation import ScoreFn
 from tomgym.training.rl.opponents import Opponent, game_failure, opponent_for
@@ -33,12 +33,6 @@ from tomgym.training.rl.tokens import ChatRenderer, EpisodeTokens, debug_check_e
 from tomgym.training.rl.trainable import TrainablePolicy
 from tomgym.training.routing import RoutedPolicy
 from tomgym.training.runner import GameSpec, play_games
-
-
-def stable_seed(*parts: Any) -> int:
-    """A 31-bit seed from any parts (stable across processes, unlike `hash`)."""
-    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
-    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
 @dataclass(frozen=True)
@@ -169,7 +163,7 @@ def group_games(
         key = row.encode()
         member = member + 1 if key == previous else 0
         previous = key
-        seed = row.seed if shared_seed else stable_seed(base_seed, tag, row.row, member)
+        seed = row.seed if shared_seed else derive_seed(base_seed, tag, row.row, member)
         games.append((f"{tag}-r{row.row}-g{member}", row, seed))
     return games
 
@@ -220,7 +214,9 @@ def trl_batch(
                 "sampled_tokens": t.sampled_tokens,
                 "turns": t.turns,
                 "capped_turns": t.capped_turns,
+                "answer_stops": t.answer_stops,
                 "fallback_turns": t.fallback_turns,
+                "context_window_turns": t.context_window_turns,
                 "completion_tokens": len(completion),
             }
         )
@@ -237,7 +233,9 @@ def trl_batch(
         "rollout/completion_tokens_per_episode": sum(len(c) for c in out["completion_ids"]) / n,
         "rollout/turns_per_episode": sum(e.tokens.turns for e in episodes) / n,
         "rollout/capped_turns": float(sum(e.tokens.capped_turns for e in episodes)),
+        "rollout/answer_stops": float(sum(e.tokens.answer_stops for e in episodes)),
         "rollout/fallback_turns": float(sum(e.tokens.fallback_turns for e in episodes)),
+        "rollout/context_window_turns": float(sum(e.tokens.context_window_turns for e in episodes)),
     }
     if debug:
         metrics["debug/token_mismatches_max"] = max(mismatches, default=0.0)

@@ -1,31 +1,124 @@
 """The one generation function the trainer uses: token ids in, sampled ids and log-probs out.
 
-`GenerateFn(contexts, max_new_tokens) -> [Sampled]` is how the trained policy samples (the
-trainer builds it from the model TRL hands the rollout, `hf_generate_fn` over a transformers
-model); `ScoreFn` re-scores a finished sequence for the token/log-prob debug check. Nothing here
-imports `trl`; `torch` is imported inside the functions that need it.
+`GenerateFn(contexts, max_new_tokens) -> [Sampled]` is how the trained policy samples. On the
+transformers path it is an `HFGenerateFn` (`hf_generate_fn`) over the model TRL hands the rollout,
+driving the same engine as the `hf:` policy backend (`agents.llm.kv_cache.CachedGenerator`), so
+play, evaluation and training sample one way:
+
+- Conversation keys: an `HFGenerateFn` declares `accepts_keys = True` and takes
+  `keys=[...]` (the trained policy passes each context's game id); with a `KVCacheStore` each
+  game's KV cache is kept between its turns, so a turn prefills only its new tokens. Greedy
+  answers and log-probs are the same with and without the store (fp32, tested). The caches are
+  valid only for the weights that computed them: the trainer calls `invalidate()` when a rollout
+  ends, before the step's optimisation, and `forget(game_id)` drops one finished game.
+- `stop_at_answer`: a row stops once its decoded text holds a whole protocol answer
+  (`agents.llm.stopping.answer_stop`); it comes back without EOS, `finish_reason="answer"`.
+- Log-probs are those of the distribution the tokens were drawn from when `top_p == 1` and
+  `top_k == 0`: `log_softmax(logits / temperature)` (greedy: temperature 1), which is what the
+  GRPO trainer re-scores.
+- A context that would outgrow the model's context window raises
+  `agents.llm.kv_cache.ContextWindowExceeded` before anything is generated.
+
+`ScoreFn` re-scores a finished sequence for the token/log-prob debug check. Nothing here imports
+`trl`; `torch` and the engine are imported inside the functions that need them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tomgym.agents.llm.kv_cache import KVCacheStore
 
 
 @dataclass(frozen=True)
 class Sampled:
-    """One sampled continuation: ids (through the first EOS if any) and their log-probs."""
+    """One sampled continuation: ids (through the first EOS if any) and their log-probs.
+
+    `finish_reason`: `"eos"` (the ids end with it), `"answer"` (stopped at the close of a
+    protocol answer, no EOS) or `"length"` (the token cap).
+    """
 
     ids: list[int]
     logprobs: list[float]
+    finish_reason: str = "length"
 
 
 GenerateFn = Callable[[Sequence[Sequence[int]], int], list[Sampled]]
-"""`generate(contexts, max_new_tokens)` -> one `Sampled` per context (same order)."""
+"""`generate(contexts, max_new_tokens)` -> one `Sampled` per context (same order). A callable
+with `accepts_keys = True` also takes `keys=` (one conversation key per context)."""
 
 ScoreFn = Callable[[Sequence[int], Sequence[int]], list[float]]
 """`score(prompt_ids, completion_ids)` -> log-prob of every completion token under the model."""
+
+
+class HFGenerateFn:
+    """A `GenerateFn` over a transformers model (see the module doc for the contract)."""
+
+    accepts_keys = True
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        temperature: float,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        eos_token_ids: Sequence[int] | None = None,
+        store: KVCacheStore | None = None,
+        stop_at_answer: bool = False,
+    ) -> None:
+        from tomgym.agents.llm.kv_cache import CachedGenerator
+        from tomgym.agents.llm.stopping import answer_stop
+
+        pad_id = tokenizer.pad_token_id
+        if pad_id is None:
+            pad_id = tokenizer.eos_token_id
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+        self.top_k = int(top_k)
+        self.stop_when = answer_stop(tokenizer) if stop_at_answer else None
+        self.engine = CachedGenerator(
+            model,
+            eos_token_ids=list(eos_token_ids or [tokenizer.eos_token_id]),
+            pad_token_id=int(pad_id),
+            context_window=getattr(model.config, "max_position_embeddings", None),
+            store=store,
+        )
+
+    def __call__(
+        self,
+        contexts: Sequence[Sequence[int]],
+        max_new_tokens: int,
+        keys: Sequence[Hashable | None] | None = None,
+    ) -> list[Sampled]:
+        completions = self.engine.generate(
+            contexts,
+            keys,
+            max_new_tokens=int(max_new_tokens),
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            logprob_temperature=self.temperature if self.temperature > 0 else 1.0,
+            stop_when=self.stop_when,
+        )
+        return [Sampled(list(c.ids), list(c.logprobs), c.finish_reason) for c in completions]
+
+    def forget(self, game_id: str) -> int:
+        """Drop the cached conversations of one game (keys `game_id` or `(game_id, ...)`)."""
+        return self.engine.forget(
+            lambda key: key == game_id or (isinstance(key, tuple) and key[:1] == (game_id,))
+        )
+
+    def invalidate(self) -> None:
+        """Drop every cached conversation: the weights are about to change (or did)."""
+        self.engine.invalidate()
+
+    def cache_stats(self) -> dict[str, int]:
+        return self.engine.stats.as_dict()
 
 
 def hf_generate_fn(
@@ -36,62 +129,20 @@ def hf_generate_fn(
     top_p: float = 1.0,
     top_k: int = 0,
     eos_token_ids: Sequence[int] | None = None,
-) -> GenerateFn:
-    """A `GenerateFn` over a transformers model (left-padded batch, one `generate` call).
-
-    Log-probs are those of the distribution the tokens were drawn from when `top_p == 1` and
-    `top_k == 0`: `log_softmax(logits / temperature)` (greedy: temperature 1), which is what the
-    GRPO trainer re-scores.
-    """
-    import torch
-
-    pad_id = (
-        tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    store: KVCacheStore | None = None,
+    stop_at_answer: bool = False,
+) -> HFGenerateFn:
+    """A `GenerateFn` over a transformers model; `store` enables KV reuse across turns."""
+    return HFGenerateFn(
+        model,
+        tokenizer,
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        eos_token_ids=eos_token_ids,
+        store=store,
+        stop_at_answer=stop_at_answer,
     )
-    eos_ids = list(eos_token_ids or [tokenizer.eos_token_id])
-
-    def generate(contexts: Sequence[Sequence[int]], max_new_tokens: int) -> list[Sampled]:
-        device = next(model.parameters()).device
-        width = max(len(c) for c in contexts)
-        input_ids = torch.full((len(contexts), width), pad_id, dtype=torch.long)
-        attention = torch.zeros((len(contexts), width), dtype=torch.long)
-        for row, ctx in enumerate(contexts):
-            input_ids[row, width - len(ctx) :] = torch.tensor(list(ctx), dtype=torch.long)
-            attention[row, width - len(ctx) :] = 1
-        sample = temperature > 0
-        kwargs: dict[str, Any] = {
-            "do_sample": sample,
-            "max_new_tokens": int(max_new_tokens),
-            "pad_token_id": pad_id,
-            "eos_token_id": eos_ids,
-            "output_logits": True,
-            "return_dict_in_generate": True,
-        }
-        if sample:
-            kwargs.update(temperature=temperature, top_p=top_p, top_k=top_k)
-        else:
-            kwargs.update(temperature=None, top_p=None, top_k=None)
-        with torch.no_grad():
-            out = model.generate(
-                input_ids=input_ids.to(device), attention_mask=attention.to(device), **kwargs
-            )
-        new = out.sequences[:, width:].cpu()
-        logits = torch.stack(out.logits, dim=1).float().cpu()  # (B, T, V)
-        scale = temperature if sample else 1.0
-        logps = torch.log_softmax(logits / scale, dim=-1)
-        chosen = logps.gather(-1, new.unsqueeze(-1)).squeeze(-1)
-        results: list[Sampled] = []
-        for row in range(len(contexts)):
-            ids = new[row].tolist()
-            end = len(ids)
-            for j, tok in enumerate(ids):
-                if tok in eos_ids:
-                    end = j + 1
-                    break
-            results.append(Sampled(ids=ids[:end], logprobs=chosen[row, :end].tolist()))
-        return results
-
-    return generate
 
 
 def hf_score_fn(model: Any, *, temperature: float = 1.0) -> ScoreFn:

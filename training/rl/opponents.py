@@ -1,7 +1,7 @@
 """The other agents of a training run: opponents built from specs, retried, chosen per route.
 
-- `build_opponent(spec)`: a policy from an opponent spec (`TrainConfig.opponents`: `scripted:`,
-  `decrypto:`, `llm:`, `frozen`).
+- `build_opponent(spec)`: a policy from an opponent spec (`TrainConfig.opponents`): a policy spec
+  of `tomgym.agents.specs`, optionally prefixed `decrypto:` / `llm:`, or `frozen`.
 - `ResilientPolicy`: retries a failing backend, then gives up on the failing games only; the
   episode player reads `failure(game_id)` when the game ends and drops that episode.
 - `PolicyPerRoute`: an opponent that depends on the dataset row's route (a spec with `{route}`,
@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from tomgym.agents.base import BasePolicy, Policy, Turn
+from tomgym.agents.specs import LLM_KINDS
 from tomgym.training.rl.train_config import ConfigError, TrainConfig
 from tomgym.training.routing import forget_game
 
@@ -123,36 +124,35 @@ def game_failure(policies: Iterable[Policy], game_id: str) -> str | None:
 
 
 def build_opponent(spec: str, *, seed: int, model_path: str) -> Policy:
-    """A policy from an opponent spec (see `TrainConfig.opponents`)."""
-    kind, _, rest = spec.partition(":")
-    if kind == "scripted":
-        from tomgym.agents.tomsb_policies import make_scripted_tomsb_policy
+    """A policy from an opponent spec (see `TrainConfig.opponents`).
 
-        return make_scripted_tomsb_policy(rest, seed=seed)
-    if kind == "decrypto":
-        from tomgym.training.policy_specs import make_policy
+    Opponent specs are policy specs (`tomgym.agents.specs`); the prefixes `decrypto:` (a Decrypto
+    baseline) and `llm:` (an LLM) only say which kind is expected, and `frozen[,options]` is the
+    base model being trained on the HF backend.
+    """
+    from tomgym.agents.specs import PolicySpec, SpecError, make_policy, parse_spec
 
-        # "embedding:16" is the short form of the policy spec "embedding:k=16".
-        if rest.startswith("embedding:") and rest.partition(":")[2].isdigit():
-            rest = f"embedding:k={rest.partition(':')[2]}"
-        if rest != "random" and rest != "embedding" and not rest.startswith("embedding:"):
-            raise ConfigError(
-                f"unknown Decrypto opponent {spec!r}; use decrypto:embedding[:k=K,vectors=V] "
-                "or decrypto:random"
-            )
-        try:
-            return make_policy(rest, seed=seed)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-    if kind == "llm":
+    prefix, _, rest = spec.partition(":")
+    expected = {"decrypto": ("random", "embedding"), "llm": LLM_KINDS}.get(prefix)
+    what = "Decrypto opponent" if prefix == "decrypto" else "opponent"
+    try:
+        parsed = parse_spec(rest if expected is not None else spec)
+    except SpecError as exc:
+        raise ConfigError(f"unknown {what} {spec!r}: {exc}") from None
+    if expected is not None and parsed.kind not in expected:
+        raise ConfigError(
+            f"unknown {what} {spec!r}: {prefix}: expects a {' or '.join(expected)} spec"
+        )
+    if parsed.kind == "frozen":
+        parsed = PolicySpec("hf", model_path, parsed.options)
+    if parsed.kind == "human":
+        raise ConfigError(f"opponent {spec!r}: a person cannot play during training")
+    if parsed.is_llm:
         from tomgym.agents.llm import make_llm_policy
 
-        return make_llm_policy(rest)
-    if kind == "frozen":
-        from tomgym.agents.llm import make_llm_policy
-
-        return make_llm_policy(f"hf:{model_path}{',' + rest if rest else ''}")
-    raise ConfigError(f"unknown opponent spec {spec!r} (scripted:, decrypto:, llm:, frozen)")
+        # LLM opponents sample with their spec's own `seed=` option, not the run seed.
+        return make_llm_policy(parsed)
+    return make_policy(parsed, seed=seed)
 
 
 def build_opponents(cfg: TrainConfig, model_path: str) -> dict[str, Opponent]:

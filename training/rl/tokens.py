@@ -101,7 +101,9 @@ class EpisodeTokens:
     sampled_tokens: int = 0
     turns: int = 0
     capped_turns: int = 0
+    answer_stops: int = 0  # turns stopped at the close of their protocol answer (EOS mask 0)
     fallback_turns: int = 0
+    context_window_turns: int = 0  # turns never fed: the context window was full (truncated)
     side_questions: int = 0
 
     @property

@@ -1,8 +1,21 @@
-"""Training configuration: one flat dataclass, loaded from YAML with `key=value` overrides.
+"""Training configuration: one flat, typed pydantic model, loaded from YAML with `key=value`
+overrides, every value checked before anything is loaded or trained.
 
-Every field has a help text (`TrainConfig.help()`); unknown keys are errors, values are checked
-in `validate()`. `tomgym train CONFIG.yaml lr=1e-5 max_steps=10` parses each override's value as
-YAML (so `reward_weights={fooling: 1, format: 0.5}` and `use_lora=false` work).
+Contract:
+- Every field has a type, a help text (`TrainConfig.help()`, listed by `tomgym train --help`)
+  and, where it matters, a range (`learning_rate > 0`, `max_steps >= 1`, ...) or a closed set
+  (`method`, `report_to`, `torch_dtype`, TOM-SB `attackers` from
+  `envs.tomsb.protocol.ATTACKER_VARIANTS`, reward components from `rewards.COMPONENTS`).
+- Every problem raises `ConfigError` with one line naming each bad field and value
+  (`max_steps: expected an integer, got 'ten'`); unknown fields are named with the closest known
+  one. Malformed YAML names the file, line and column.
+- `key=value` overrides are parsed by the field's type (`parse_overrides`): a string field takes
+  the text verbatim, any other field parses it as YAML and then validates (`learning_rate=1e-4`,
+  `use_lora=false`, `attackers=[base,bluffing]`, `reward_weights={fooling: 1, format: 0.5}`).
+- A list field given one string (`attackers: base`, `attackers=base,bluffing`) is read as the
+  comma-separated list of its items, never iterated as characters.
+- `RESUME_MAY_CHANGE` names the fields a `--resume` may change (bookkeeping, and `max_steps` to
+  train further); any other difference refuses the resume (`config_diff`).
 
 Methods (`method`):
 - `grpo`: Dr. GRPO over full episodes (advantage = reward - group mean, no std scaling, token
@@ -14,51 +27,122 @@ Methods (`method`):
 
 from __future__ import annotations
 
-import dataclasses
+import difflib
 import math
-from dataclasses import dataclass, field
+import types
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS
+from tomgym.rewards.composer import COMPONENTS
 
-METHODS = ("grpo", "rejection_sft")
-REPORT_TO = ("none", "tensorboard", "trackio", "wandb")
+Method = Literal["grpo", "rejection_sft"]
+ReportTo = Literal["none", "tensorboard", "trackio", "wandb"]
+TorchDtype = Literal["float32", "bfloat16", "float16"]
+AttackerVariant = Literal[ATTACKER_VARIANTS]  # type: ignore[valid-type]  # the protocol's tuple
+
+METHODS: tuple[str, ...] = typing.get_args(Method)
+REPORT_TO: tuple[str, ...] = typing.get_args(ReportTo)
+
+RESUME_MAY_CHANGE = frozenset(
+    {
+        "max_steps",
+        "output_dir",
+        "logging_steps",
+        "save_steps",
+        "save_total_limit",
+        "report_to",
+        "run_name",
+    }
+)
+"""Fields a resumed run may change: none of them changes what the run computes."""
 
 
 class ConfigError(ValueError):
-    """A bad training configuration; the message names the key."""
+    """A bad training configuration; the message is one line naming the field(s)."""
 
 
-def _f(default: Any, help: str, **kw: Any) -> Any:  # noqa: A002 - mirrors dataclass metadata
-    if isinstance(default, dict | list):
-        return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help}, **kw)
-    return field(default=default, metadata={"help": help}, **kw)
+# ------------------------------------------------------------------------------ field types
+def _not_bool(value: Any) -> Any:
+    # pydantic reads True as 1; a boolean where a number is due is a mistake, not a number.
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {value!r}")
+    return value
 
 
-@dataclass
-class TrainConfig:
+def _as_list(value: Any) -> Any:
+    """One string is the comma-separated list of its items (never iterated as characters); one
+    number is a one-item list."""
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return [value]
+    return value
+
+
+def _component(value: str) -> str:
+    if value not in COMPONENTS:
+        raise ValueError(f"unknown reward component {value!r}; known: {sorted(COMPONENTS)}")
+    return value
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError(f"must be a finite number, got {value!r}")
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_not_bool)]
+Float = Annotated[float, BeforeValidator(_not_bool), AfterValidator(_finite)]
+Component = Annotated[str, AfterValidator(_component)]
+AttackerList = Annotated[list[AttackerVariant], BeforeValidator(_as_list)]
+IntList = Annotated[list[Int], BeforeValidator(_as_list)]
+
+
+def _f(default: Any, help: str, **constraints: Any) -> Any:  # noqa: A002 - the field's help
+    return Field(default, description=help, **constraints)
+
+
+class TrainConfig(BaseModel):
+    """Every setting of a training run (see the module doc for the loading contract)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
     # --- what is trained, against whom
     env_id: str = _f("tomgym/tomsb-v0", "Registered PettingZoo env id.")
     trained_agent: str = _f("defender_0", "Agent id whose turns the model samples and learns.")
-    opponents: dict = _f(
+    opponents: dict[str, str] = _f(
         {"attacker_0": "scripted:{route}"},
         "agent -> policy spec for every other agent. Specs: 'scripted:<name>' (TOM-SB scripted "
-        "attacker/defender), 'decrypto:embedding[:k=K,vectors=V]', 'decrypto:random', 'llm:<make_llm_policy "
-        "spec>', 'frozen' (a frozen copy of the base model). '{route}' is replaced by the row's "
-        "route (the TOM-SB attacker variant).",
+        "attacker/defender), 'decrypto:embedding[:k=K,vectors=V]', 'decrypto:random', "
+        "'llm:<make_llm_policy spec>', 'frozen' (a frozen copy of the base model). '{route}' is "
+        "replaced by the row's route (the TOM-SB attacker variant).",
     )
-    env_config: dict = _f(
+    env_config: dict[str, Any] = _f(
         {}, "Keyword arguments for the env constructor (e.g. max_attacker_turns)."
     )
     train_split: str = _f("train", "TOM-SB split the dataset rows come from (by universe).")
-    prior_levels: list = _f([0, 1, 2], "TOM-SB prior levels included in the dataset rows.")
-    attackers: list = _f(
-        ["base", "cross_examiner", "deception_aware", "bluffing"],
-        "TOM-SB attacker variants; every (scenario, variant) pair is one dataset row.",
+    prior_levels: IntList = _f([0, 1, 2], "TOM-SB prior levels included in the dataset rows.")
+    attackers: AttackerList = _f(
+        list(ATTACKER_VARIANTS),
+        f"TOM-SB attacker variants {ATTACKER_VARIANTS}; every (scenario, variant) pair is one "
+        "dataset row.",
+        min_length=1,
     )
-    max_scenarios: int = _f(0, "Cap on scenarios per prior level (0 = all).")
-    decrypto_rows: int = _f(256, "Number of dataset rows (game seeds) for non-TOM-SB envs.")
+    max_scenarios: Int = _f(0, "Cap on scenarios per prior level (0 = all).", ge=0)
+    decrypto_rows: Int = _f(256, "Number of dataset rows (game seeds) for non-TOM-SB envs.", ge=1)
     shared_seed_in_group: bool = _f(
         False,
         "Play every episode of a group with the row's env seed (Decrypto: same keywords/codes); "
@@ -67,144 +151,296 @@ class TrainConfig:
     # --- model
     model: str = _f("default", "'default' (bundled SmolLM2-135M-Instruct) or a HF path/id.")
     tokenizer: str = _f("", "Tokenizer path if different from the model's.")
-    chat_template_kwargs: dict = _f({}, "Extra chat-template kwargs (Qwen3: enable_thinking).")
+    chat_template_kwargs: dict[str, Any] = _f(
+        {}, "Extra chat-template kwargs (Qwen3: enable_thinking)."
+    )
     use_lora: bool = _f(True, "Train a LoRA adapter (False: full fine-tuning).")
-    lora_r: int = _f(32, "LoRA rank.")
-    lora_alpha: int = _f(32, "LoRA alpha.")
-    lora_dropout: float = _f(0.0, "LoRA dropout; keep 0: the model samples in train mode.")
+    lora_r: Int = _f(32, "LoRA rank.", ge=1)
+    lora_alpha: Int = _f(32, "LoRA alpha.", ge=1)
+    lora_dropout: Float = _f(0.0, "LoRA dropout; keep 0: the model samples in train mode.")
     lora_target_modules: str = _f("all-linear", "PEFT target modules.")
-    torch_dtype: str = _f("float32", "Model dtype: float32, bfloat16 or float16.")
+    torch_dtype: TorchDtype = _f("float32", "Model dtype: float32, bfloat16 or float16.")
     # --- Dr. GRPO
-    method: str = _f("grpo", f"One of {METHODS}.")
-    reward_weights: dict = _f({"fooling": 1.0}, "Reward component -> weight (rewards.COMPONENTS).")
-    reward_gate: Any = _f("format", "Gate component (multiplies the sum) or null for none.")
-    accept_component: str = _f(
+    method: Method = _f("grpo", f"One of {METHODS}.")
+    reward_weights: dict[Component, Float] = _f(
+        {"fooling": 1.0}, "Reward component -> weight (rewards.COMPONENTS).", min_length=1
+    )
+    reward_gate: Component | None = _f(
+        "format", "Gate component (multiplies the sum) or null for none."
+    )
+    accept_component: Component = _f(
         "fooling", "rejection_sft: episodes with this component == 1 are kept."
     )
-    num_generations: int = _f(8, "Episodes per group (same scenario and attacker variant).")
-    max_completion_length: int = _f(
-        512, "Per-episode token budget of the trained agent; Dr. GRPO's normaliser."
+    num_generations: Int = _f(
+        8, "Episodes per group (same scenario and attacker variant); >= 2.", ge=2
     )
-    max_turn_tokens: int = _f(256, "Token cap of one trained-agent turn.")
-    fallback_text: Any = _f(
+    max_completion_length: Int = _f(
+        512, "Per-episode token budget of the trained agent; Dr. GRPO's normaliser.", ge=1
+    )
+    max_turn_tokens: Int = _f(256, "Token cap of one trained-agent turn.", ge=1)
+    fallback_text: str | None = _f(
         None, "Answer used once the episode budget is spent (null: a protocol-valid refusal)."
     )
-    temperature: float = _f(1.0, "Sampling temperature of training rollouts.")
-    top_p: float = _f(1.0, "Nucleus sampling; keep 1.0 so sampling log-probs match the trainer's.")
-    learning_rate: float = _f(1e-5, "Learning rate.")
-    lr_scheduler_type: str = _f("constant", "LR schedule.")
-    warmup_steps: int = _f(0, "LR warm-up steps.")
-    weight_decay: float = _f(0.0, "AdamW weight decay.")
-    max_grad_norm: float = _f(1.0, "Gradient clipping.")
-    epsilon: float = _f(0.2, "PPO clip range (inactive with num_iterations=1 but set explicitly).")
-    max_steps: int = _f(100, "Optimisation steps.")
-    per_device_train_batch_size: int = _f(
-        8, "Episodes per device per micro-batch (generation batch = this x grad accumulation)."
+    temperature: Float = _f(1.0, "Sampling temperature of training rollouts (> 0).", gt=0)
+    top_p: Float = _f(
+        1.0, "Nucleus sampling; keep 1.0 so sampling log-probs match the trainer's.", gt=0, le=1
     )
-    gradient_accumulation_steps: int = _f(1, "Gradient accumulation steps.")
+    learning_rate: Float = _f(1e-5, "Learning rate (> 0).", gt=0)
+    lr_scheduler_type: str = _f("constant", "LR schedule (a transformers SchedulerType).")
+    warmup_steps: Int = _f(0, "LR warm-up steps.", ge=0)
+    weight_decay: Float = _f(0.0, "AdamW weight decay.", ge=0)
+    max_grad_norm: Float = _f(1.0, "Gradient clipping.", gt=0)
+    epsilon: Float = _f(
+        0.2, "PPO clip range (inactive with num_iterations=1 but set explicitly).", gt=0
+    )
+    max_steps: Int = _f(100, "Optimisation steps.", ge=1)
+    per_device_train_batch_size: Int = _f(
+        8,
+        "Episodes per device per micro-batch (generation batch = this x grad accumulation).",
+        ge=1,
+    )
+    gradient_accumulation_steps: Int = _f(1, "Gradient accumulation steps.", ge=1)
     gradient_checkpointing: bool = _f(False, "Activation checkpointing (on for big models).")
-    bf16: Any = _f(None, "bf16 mixed precision; null = on when CUDA supports it, off on CPU.")
-    seed: int = _f(0, "Seed for trainer, data order and episode seeds.")
+    bf16: bool | None = _f(
+        None, "bf16 mixed precision; null = on when CUDA supports it, off on CPU."
+    )
+    seed: Int = _f(0, "Seed for trainer, data order and episode seeds.", ge=0, lt=2**32)
     debug_check_tokens: bool = _f(
         False, "Check spliced ids against a fresh render and log-probs against a re-score."
     )
-    opponent_retries: int = _f(2, "Retries of a failing opponent backend before dropping games.")
-    concurrency: int = _f(64, "Games played at once by the runner.")
+    opponent_retries: Int = _f(
+        2, "Retries of a failing opponent backend before dropping games.", ge=0
+    )
+    concurrency: Int = _f(64, "Games played at once by the runner.", ge=1)
+    # --- rollout generation (agents.llm.kv_cache)
+    kv_cache: bool = _f(
+        True,
+        "Keep each game's KV cache between its turns within a rollout (prefill only new tokens); "
+        "false re-encodes every turn. Caches are dropped before every optimisation step.",
+    )
+    kv_cache_max_tokens: Int | None = _f(
+        None,
+        "Cap on cached tokens over all games (least recently used evicted, then re-encoded); "
+        "null = the engine's default (agents.llm.kv_cache.DEFAULT_MAX_CACHED_TOKENS).",
+        ge=1,
+    )
+    stop_at_answer: bool = _f(
+        True,
+        "Stop a turn once its protocol answer is complete (JSON object / ANSWER: line); the "
+        "sampled ids are kept and an EOS is appended with mask 0, as for capped turns.",
+    )
     # --- evaluation / checkpoints / logging
     output_dir: str = _f("runs/train", "Where checkpoints, logs and eval tables go.")
-    eval_steps: int = _f(0, "Validation evaluation every N steps (0 = only at the end).")
+    eval_steps: Int = _f(0, "Validation evaluation every N steps (0 = only at the end).", ge=0)
     eval_split: str = _f("validation", "Split used for evaluation and best-checkpoint selection.")
-    eval_attackers: list = _f(
-        ["base", "cross_examiner", "deception_aware", "bluffing"], "Attacker variants evaluated."
-    )
-    eval_games_per_variant: int = _f(16, "Validation games per attacker variant.")
-    eval_temperature: float = _f(0.0, "Sampling temperature at evaluation (0 = greedy).")
+    eval_attackers: AttackerList = _f(list(ATTACKER_VARIANTS), "Attacker variants evaluated.")
+    eval_games_per_variant: Int = _f(16, "Validation games per attacker variant.", ge=0)
+    eval_temperature: Float = _f(0.0, "Sampling temperature at evaluation (0 = greedy).", ge=0)
     best_metric: str = _f(
         "fooling", "Validation metric (mean over variants) for the best checkpoint."
     )
-    save_steps: int = _f(50, "Checkpoint every N steps.")
-    save_total_limit: int = _f(3, "Checkpoints kept.")
-    logging_steps: int = _f(1, "Log every N steps.")
-    report_to: str = _f("none", f"One of {REPORT_TO}.")
+    save_steps: Int = _f(50, "Checkpoint every N steps.", ge=1)
+    save_total_limit: Int = _f(3, "Checkpoints kept.", ge=1)
+    logging_steps: Int = _f(1, "Log every N steps.", ge=1)
+    report_to: ReportTo = _f("none", f"One of {REPORT_TO}.")
     run_name: str = _f("", "Run name for the trackers.")
     # --- optional SFT warm start
     sft_warmstart: bool = _f(False, "Supervised warm start on scripted-defender transcripts.")
     sft_teacher: str = _f("tom_heuristic", "Scripted policy whose transcripts are imitated.")
-    sft_games: int = _f(64, "Transcript games for the warm start.")
-    sft_steps: int = _f(30, "Warm-start optimisation steps.")
-    sft_learning_rate: float = _f(2e-4, "Warm-start learning rate.")
-    sft_batch_size: int = _f(8, "Warm-start batch size.")
+    sft_games: Int = _f(64, "Transcript games for the warm start.", ge=1)
+    sft_steps: Int = _f(30, "Warm-start optimisation steps.", ge=1)
+    sft_learning_rate: Float = _f(2e-4, "Warm-start learning rate (> 0).", gt=0)
+    sft_batch_size: Int = _f(8, "Warm-start batch size.", ge=1)
+
+    # ------------------------------------------------------------------ checks
+    @field_validator("lora_dropout")
+    @classmethod
+    def _no_dropout(cls, value: float) -> float:
+        if value != 0.0:
+            raise ValueError(
+                "must be 0: the model samples rollouts in train mode, dropout would perturb them"
+            )
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model_exists(cls, value: str) -> str:
+        if value == "default" or Path(value).expanduser().is_dir():
+            return value
+        from tomgym.agents.llm.backends.hf import resolve_model  # the one rule for model paths
+
+        try:
+            resolve_model(value)
+        except FileNotFoundError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainConfig:
+        global_batch = self.per_device_train_batch_size * self.gradient_accumulation_steps
+        if global_batch % self.num_generations:
+            raise ValueError(
+                f"per_device_train_batch_size x gradient_accumulation_steps ({global_batch}) must "
+                f"be a multiple of num_generations ({self.num_generations})"
+            )
+        if self.trained_agent in self.opponents:
+            raise ValueError(f"trained_agent {self.trained_agent!r} also appears in opponents")
+        return self
 
     # ------------------------------------------------------------------ loading
     @classmethod
     def help(cls) -> dict[str, str]:
-        return {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls)}
+        """Field name -> help text, in declaration order."""
+        return {name: f.description or "" for name, f in cls.model_fields.items()}
+
+    @classmethod
+    def describe_fields(cls) -> list[str]:
+        """One line per field: `name (type, default): help` (for `tomgym train --help`)."""
+        lines = []
+        for name, info in cls.model_fields.items():
+            default = info.get_default(call_default_factory=True)
+            lines.append(
+                f"{name} ({_type_name(info.annotation)}, default {default!r}): {info.description}"
+            )
+        return lines
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
+        """Validate a mapping of field -> value; raises `ConfigError` (one line) on any problem."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"a training config must be a mapping, got {type(data).__name__}")
+        unknown = [key for key in data if key not in cls.model_fields]
         if unknown:
-            raise ConfigError(f"unknown config key(s) {unknown}; see `tomgym train --help-config`")
-        config = cls(**data)
-        config.validate()
-        return config
+            raise ConfigError("; ".join(_unknown_message(str(key)) for key in unknown))
+        try:
+            return cls(**data)
+        except ValidationError as exc:
+            raise ConfigError(format_validation_error(exc)) from None
 
     @classmethod
     def load(cls, path: str | Path | None, overrides: list[str] | None = None) -> TrainConfig:
+        """The config of a YAML file (or the defaults) with `key=value` overrides applied."""
         data: dict[str, Any] = {}
         if path is not None:
-            path = Path(path)
-            if not path.is_file():
-                raise ConfigError(f"config file {str(path)!r} does not exist")
-            loaded = yaml.safe_load(path.read_text()) or {}
-            if not isinstance(loaded, dict):
-                raise ConfigError(f"config file {str(path)!r} must hold a mapping")
-            data.update(loaded)
+            data.update(read_yaml_mapping(Path(path)))
         data.update(parse_overrides(overrides or []))
         return cls.from_dict(data)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """JSON-able field -> value (what `train_config.json` holds; `from_dict` reads it back)."""
+        return self.model_dump(mode="json")
 
-    def validate(self) -> None:
-        if self.method not in METHODS:
-            raise ConfigError(f"method must be one of {METHODS}, got {self.method!r}")
-        if self.report_to not in REPORT_TO:
-            raise ConfigError(f"report_to must be one of {REPORT_TO}, got {self.report_to!r}")
-        for key in ("num_generations", "max_completion_length", "max_turn_tokens", "max_steps"):
-            if int(getattr(self, key)) < 1:
-                raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)!r}")
-        if self.num_generations < 2:
-            raise ConfigError("num_generations must be >= 2 (a group needs a baseline)")
-        global_batch = self.per_device_train_batch_size * self.gradient_accumulation_steps
-        if global_batch % self.num_generations:
-            raise ConfigError(
-                f"per_device_train_batch_size x gradient_accumulation_steps ({global_batch}) must be "
-                f"a multiple of num_generations ({self.num_generations})"
-            )
-        if not self.reward_weights:
-            raise ConfigError("reward_weights must name at least one component")
-        for name, weight in self.reward_weights.items():
-            if not isinstance(weight, int | float) or not math.isfinite(weight):
-                raise ConfigError(
-                    f"reward_weights[{name!r}] must be a finite number, got {weight!r}"
-                )
-        if not isinstance(self.opponents, dict):
-            raise ConfigError("opponents must map agent ids to policy specs")
-        if self.trained_agent in self.opponents:
-            raise ConfigError(f"trained_agent {self.trained_agent!r} also appears in opponents")
-        if self.temperature <= 0:
-            raise ConfigError("temperature must be > 0 for training rollouts")
-        if self.lora_dropout != 0.0:
-            raise ConfigError(
-                "lora_dropout must be 0: the model samples rollouts in train mode, dropout would "
-                "perturb them"
-            )
+
+def _type_name(annotation: Any) -> str:
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _type_name(typing.get_args(annotation)[0])
+    if origin is Literal:
+        return "|".join(map(str, typing.get_args(annotation)))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(
+            "null" if a is type(None) else _type_name(a) for a in typing.get_args(annotation)
+        )
+    if origin is not None:
+        args = ", ".join(_type_name(a) for a in typing.get_args(annotation))
+        return f"{getattr(origin, '__name__', str(origin))}[{args}]"
+    names = {"int": "integer", "float": "number", "bool": "true/false", "str": "text"}
+    if annotation is Any:
+        return "any"
+    return names.get(getattr(annotation, "__name__", ""), str(annotation))
+
+
+def _unknown_message(key: str) -> str:
+    close = difflib.get_close_matches(key, list(TrainConfig.model_fields), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown config field {key!r}{hint}; see `tomgym train --help`"
+
+
+_EXPECTED = {
+    "int_parsing": "expected an integer",
+    "int_type": "expected an integer",
+    "int_from_float": "expected an integer",
+    "float_parsing": "expected a number",
+    "float_type": "expected a number",
+    "bool_parsing": "expected true or false",
+    "bool_type": "expected true or false",
+    "string_type": "expected text",
+    "list_type": "expected a list",
+    "dict_type": "expected a mapping",
+}
+
+
+def _location(loc: tuple[Any, ...]) -> str:
+    """`("reward_weights", "foolin", "[key]")` -> `reward_weights['foolin']`."""
+    text = str(loc[0]) if loc else ""
+    for part in loc[1:]:
+        if part != "[key]":
+            text += f"[{part!r}]"
+    return text
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """pydantic's errors as one line: `field: what was expected, got VALUE` for each."""
+    parts = []
+    for err in exc.errors():
+        loc = _location(err["loc"])
+        kind = err["type"]
+        got = err.get("input")
+        if kind in _EXPECTED:
+            what = f"{_EXPECTED[kind]}, got {got!r}"
+        elif kind == "literal_error":
+            what = f"expected one of {err['ctx']['expected']}, got {got!r}"
+        elif kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+            ops = {
+                "greater_than": ">",
+                "greater_than_equal": ">=",
+                "less_than": "<",
+                "less_than_equal": "<=",
+            }
+            bound = next(iter(err["ctx"].values()))
+            what = f"must be {ops[kind]} {bound}, got {got!r}"
+        elif kind == "too_short":
+            what = f"must not be empty, got {got!r}"
+        else:
+            what = str(err["msg"]).removeprefix("Value error, ")
+        parts.append(f"{loc}: {what}" if loc else what)
+    return "; ".join(parts)
+
+
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    """A YAML file's top-level mapping; `ConfigError` (file, line, column) when it is not one."""
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ConfigError(
+            f"config file {str(path)!r} is not valid YAML{where}: {problem}"
+        ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {str(path)!r} is not UTF-8 text") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping of field: value")
+    return loaded
+
+
+def _takes_text_verbatim(name: str) -> bool:
+    """True for fields typed plain `str` (an optional text field parses `null` as YAML)."""
+    info = TrainConfig.model_fields.get(name)
+    return info is not None and info.annotation is str
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """`["a=1", "b={x: 2}"]` -> `{"a": 1, "b": {"x": 2}}` (values parsed as YAML)."""
+    """`["max_steps=5", "run_name=1e3"]` -> `{"max_steps": 5, "run_name": "1e3"}`.
+
+    A text field takes the value verbatim; any other field (and an unknown one, which
+    `from_dict` then names) parses it as YAML, then the field's type validates it.
+    """
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
@@ -213,8 +449,25 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         key = key.strip()
         if not key:
             raise ConfigError(f"override {item!r} has an empty key")
+        if _takes_text_verbatim(key):
+            out[key] = value
+            continue
         try:
             out[key] = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"override {key!r}: value {value!r} is not valid YAML") from exc
+        except yaml.YAMLError:
+            raise ConfigError(f"override {key}: value {value!r} is not valid YAML") from None
     return out
+
+
+def config_diff(old: dict[str, Any], new: dict[str, Any], *, ignore: frozenset[str]) -> str:
+    """`field: old -> new` for every differing field not in `ignore` ("" when none differ)."""
+
+    def shown(config: dict[str, Any], key: str) -> str:
+        return repr(config[key]) if key in config else "unset"
+
+    keys = [k for k in dict.fromkeys([*old, *new]) if k not in ignore]
+    return "; ".join(
+        f"{k}: {shown(old, k)} -> {shown(new, k)}"
+        for k in keys
+        if (k in old, old.get(k)) != (k in new, new.get(k))
+    )

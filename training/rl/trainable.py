@@ -10,7 +10,16 @@ game, the exact token sequence the model saw and sampled (`training.rl.tokens.Ep
   sequence (the env promises they are not part of the conversation).
 - Per-game state lives from `reset(game_id)` to `take_episode(game_id)` (the episode player
   collects the finished sequence) or `forget(game_id)` (the runner, once the game's record is
-  written); after either, nothing of the game is kept.
+  written); after either, nothing of the game is kept, and `forget` also drops the game's KV
+  cache in a generate function that keeps one (`forget(game_id)` on it).
+- Conversation keys: a generate function with `accepts_keys = True` gets `keys=` with each
+  context's game id (side questions: `(game_id, "side")`, so they never displace the main
+  conversation's cache).
+- A turn stopped at the close of its protocol answer (`finish_reason == "answer"`) keeps its
+  sampled ids and gets an EOS with mask 0, as a capped turn does; counted in `answer_stops`.
+- A turn whose context would outgrow the model's context window (`ContextWindowExceeded`) is
+  never fed: it is answered with the fallback text (mask 0) and counted in
+  `context_window_turns`, the episode's recorded truncation reason.
 """
 
 from __future__ import annotations
@@ -21,7 +30,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tomgym.agents.base import BasePolicy, Turn
-from tomgym.training.rl.generation import GenerateFn
+from tomgym.agents.llm.kv_cache import ContextWindowExceeded
+from tomgym.training.rl.generation import GenerateFn, Sampled
 from tomgym.training.rl.tokens import ChatRenderer, EpisodeTokens
 
 
@@ -84,6 +94,9 @@ class TrainablePolicy(BasePolicy):
     def forget(self, game_id: str) -> None:
         """Drop everything kept about one game (the `Policy` protocol's `forget`)."""
         self.episodes.pop(game_id, None)
+        forget = getattr(self.generate, "forget", None)
+        if forget is not None:
+            forget(game_id)
 
     def _fallback_text(self, turn: Turn) -> str:
         if callable(self.fallback):
@@ -135,42 +148,90 @@ class TrainablePolicy(BasePolicy):
             ep.turns += 1
             left = self.episode_budget - ep.sampled_tokens
             if left <= 0:
-                text = self._fallback_text(turn)
-                ep.extend([*self.renderer.encode(text), self.renderer.eos_id], 0)
-                ep.messages.append({"role": "assistant", "content": text})
+                self._answer_unsampled(i, turn, ep, answers)
                 ep.fallback_turns += 1
-                answers[i] = text
                 continue
             jobs.append((i, turn, ep, ep.context(), min(self.max_turn_tokens, left), False))
         if not jobs:
             return
-        if self.generate is None:
-            raise RuntimeError("TrainablePolicy has no generate function (call set_generate)")
-        started = time.perf_counter()
-        outputs = self.generate([j[3] for j in jobs], max(j[4] for j in jobs))
-        self.generate_seconds += time.perf_counter() - started
-        self.generate_calls += 1
-        if len(outputs) != len(jobs):
-            raise RuntimeError(f"generate returned {len(outputs)} samples for {len(jobs)} contexts")
+        outputs = self._generate(jobs)
         eos = self.renderer.eos_id
-        for (i, _turn, ep, _ctx, cap, side), out in zip(jobs, outputs, strict=True):
+        for (i, turn, ep, _ctx, cap, side), out in zip(jobs, outputs, strict=True):
+            if out is None:  # the context window is full: never fed to the model
+                if side:
+                    answers[i] = self._fallback_text(turn)
+                else:
+                    self._answer_unsampled(i, turn, ep, answers)
+                ep.context_window_turns += 1
+                continue
             ids, logps = list(out.ids[:cap]), list(out.logprobs[:cap])
             if eos in ids:
                 cut = ids.index(eos) + 1
-                ids, logps, hit_cap = ids[:cut], logps[:cut], False
+                ids, logps, closed = ids[:cut], logps[:cut], True
             else:
-                hit_cap = True
-            text_ids = ids[:-1] if not hit_cap else ids
+                closed = False
+            text_ids = ids[:-1] if closed else ids
             text = self.renderer.tokenizer.decode(text_ids, skip_special_tokens=True)
             answers[i] = text
             if side:
                 continue
             ep.extend(ids, 1, logps)
             ep.sampled_tokens += len(ids)
-            if hit_cap:
+            if not closed:
                 ep.extend([eos], 0)
-                ep.capped_turns += 1
+                if out.finish_reason == "answer" and len(out.ids) <= cap:
+                    ep.answer_stops += 1
+                else:
+                    ep.capped_turns += 1
             ep.messages.append({"role": "assistant", "content": text})
+
+    def _answer_unsampled(
+        self, i: int, turn: Turn, ep: EpisodeTokens, answers: list[str | None]
+    ) -> None:
+        """Answer a turn with the fallback text, rendered with mask 0 (nothing is sampled)."""
+        text = self._fallback_text(turn)
+        ep.extend([*self.renderer.encode(text), self.renderer.eos_id], 0)
+        ep.messages.append({"role": "assistant", "content": text})
+        answers[i] = text
+
+    def _generate(
+        self, jobs: list[tuple[int, Turn, EpisodeTokens, list[int], int, bool]]
+    ) -> list[Sampled | None]:
+        """One generate call for the wave; None for each context past the context window."""
+        if self.generate is None:
+            raise RuntimeError("TrainablePolicy has no generate function (call set_generate)")
+        keyed = getattr(self.generate, "accepts_keys", False)
+        live = list(range(len(jobs)))
+        results: list[Sampled | None] = [None] * len(jobs)
+        started = time.perf_counter()
+        try:
+            while live:
+                contexts = [jobs[j][3] for j in live]
+                budget = max(jobs[j][4] for j in live)
+                try:
+                    if keyed:
+                        keys = [
+                            (jobs[j][1].game_id, "side") if jobs[j][5] else jobs[j][1].game_id
+                            for j in live
+                        ]
+                        outputs = self.generate(contexts, budget, keys=keys)  # type: ignore[call-arg]
+                    else:
+                        outputs = self.generate(contexts, budget)
+                except ContextWindowExceeded as exc:
+                    over = {live[row] for row, _key, _tokens in exc.rows}
+                    live = [j for j in live if j not in over]
+                    continue
+                if len(outputs) != len(live):
+                    raise RuntimeError(
+                        f"generate returned {len(outputs)} samples for {len(live)} contexts"
+                    )
+                for j, out in zip(live, outputs, strict=True):
+                    results[j] = out
+                break
+        finally:
+            self.generate_seconds += time.perf_counter() - started
+            self.generate_calls += 1
+        return results
 
     def pad_generate_calls(self, target: int) -> None:
         """Make dummy 1-token generate calls until `generate_calls == target` (multi-GPU sync)."""

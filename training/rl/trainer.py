@@ -11,6 +11,22 @@ Data flow per optimisation step (see docs/training.md):
     -> reward: rewards.RewardComposer(record) (None for dropped episodes)
     -> Dr. GRPO loss (advantage = reward - group mean; sum over sampled tokens / budget)
 
+KV caches (`kv_cache: true`): the trained policy's generate function keeps each game's KV cache
+between its turns in the session's one `KVCacheStore`; the weights do not change within a
+rollout, so the caches stay valid until it ends, and they are dropped (`invalidate`) when it
+ends, before TRL optimises on its batch (and likewise after every evaluation).
+
+Run folder and resume (`train(cfg, resume=...)`), all checked before anything is loaded:
+- A fresh run refuses an `output_dir` that already holds a run (`train_config.json`).
+- `resume=True` compares the config with the run's `train_config.json` and refuses any
+  difference outside `RESUME_MAY_CHANGE` with a one-line diff; only then is the file rewritten.
+- Stages are restored exactly: the SFT warm start saves its merged weights
+  (`sft/model/`) before its stage marker (`sft_warmstart.json`); a resumed run with the marker
+  loads those weights instead of the base model (without it, the warm start runs again), then
+  continues GRPO from the last `checkpoint-N` (or from step 0 when there is none). The RNG is
+  re-seeded at the start of the GRPO stage, so a run interrupted after its warm start and resumed
+  computes the same first GRPO step as an uninterrupted one.
+
 Public API: `train(config, resume=False) -> dict` (summary), `TrainingSession` (the pieces, for
 tests and scripts), `evaluate(session, model, ...)`, `build_rows(config)`.
 """
@@ -20,12 +36,14 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from tomgym.agents.base import BasePolicy, Policy, Turn
+from tomgym.envs.seeding import derive_seed
 from tomgym.rewards import RewardComposer
 from tomgym.rewards.episode import EpisodeRecord
 from tomgym.training.eval.validation import ScoredGame, format_table, validation_table
@@ -33,20 +51,28 @@ from tomgym.training.rl.episodes import (
     EpisodePlayer,
     GameRow,
     group_games,
-    stable_seed,
     trl_batch,
 )
-from tomgym.training.rl.generation import hf_generate_fn, hf_score_fn
+from tomgym.training.rl.generation import HFGenerateFn, hf_generate_fn, hf_score_fn
 from tomgym.training.rl.opponents import build_opponent, build_opponents, opponent_for
 from tomgym.training.rl.tokens import ChatRenderer
-from tomgym.training.rl.train_config import ConfigError, TrainConfig
+from tomgym.training.rl.train_config import (
+    RESUME_MAY_CHANGE,
+    ConfigError,
+    TrainConfig,
+    config_diff,
+)
 from tomgym.training.rl.trainable import TrainablePolicy
 from tomgym.training.routing import RoutedPolicy, forget_game
+from tomgym.training.run_folder import RunFolder
 from tomgym.training.runner import GameSpec, play_games
 
 logger = logging.getLogger(__name__)
 
 EVAL_SEED_OFFSET = 1_000_003  # keeps evaluation game seeds apart from training seeds
+CONFIG_FILE = "train_config.json"
+SFT_REPORT_FILE = "sft_warmstart.json"  # the warm-start stage's marker, written last
+SFT_MODEL_DIR = "sft/model"  # the merged warm-start weights
 
 
 def is_tomsb(env_id: str) -> bool:
@@ -85,9 +111,9 @@ def build_rows(cfg: TrainConfig) -> list[GameRow]:
         for scenario in tomsb_scenarios(cfg, cfg.train_split):
             for variant in cfg.attackers:
                 options = {"scenario": scenario.scenario_id, "attacker": variant}
-                rows.append(GameRow(len(rows), options, stable_seed(cfg.seed, len(rows)), variant))
+                rows.append(GameRow(len(rows), options, derive_seed(cfg.seed, len(rows)), variant))
         return rows
-    return [GameRow(i, {}, stable_seed(cfg.seed, "row", i), "") for i in range(cfg.decrypto_rows)]
+    return [GameRow(i, {}, derive_seed(cfg.seed, "row", i), "") for i in range(cfg.decrypto_rows)]
 
 
 def eval_rows(cfg: TrainConfig) -> list[GameRow]:
@@ -108,10 +134,20 @@ def eval_rows(cfg: TrainConfig) -> list[GameRow]:
     return rows
 
 
+def _cannot_load(what: str, source: str, exc: OSError) -> ConfigError:
+    """A load failure (missing files, offline Hub id) as the one-line error of a config field."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return ConfigError(f"{what}: cannot load {source!r}: {first}")
+
+
 def load_tokenizer(cfg: TrainConfig, model_path: str) -> Any:
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer or model_path)
+    source = cfg.tokenizer or model_path
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    except OSError as exc:
+        raise _cannot_load("tokenizer" if cfg.tokenizer else "model", source, exc) from None
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
@@ -121,10 +157,11 @@ def load_model(cfg: TrainConfig, model_path: str) -> Any:
     import torch
     from transformers import AutoModelForCausalLM
 
-    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if cfg.torch_dtype not in dtypes:
-        raise ConfigError(f"torch_dtype must be one of {sorted(dtypes)}, got {cfg.torch_dtype!r}")
-    return AutoModelForCausalLM.from_pretrained(model_path, dtype=dtypes[cfg.torch_dtype])
+    dtype = getattr(torch, cfg.torch_dtype)  # TrainConfig admits only torch's dtype names
+    try:
+        return AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+    except OSError as exc:
+        raise _cannot_load("model", model_path, exc) from None
 
 
 def lora_config(cfg: TrainConfig) -> Any:
@@ -174,10 +211,30 @@ class TrainingSession:
             env_config=cfg.env_config,
             concurrency=cfg.concurrency,
         )
+        self.kv_store = self._kv_store(cfg)
         self.trainer: Any = None
         self.last_batch: dict[str, list[Any]] | None = None
         self.last_rewards: list[float | None] = []
         self.rollout_calls = 0
+
+    @staticmethod
+    def _kv_store(cfg: TrainConfig) -> Any:
+        if not cfg.kv_cache:
+            return None
+        from tomgym.agents.llm.kv_cache import DEFAULT_MAX_CACHED_TOKENS, KVCacheStore
+
+        return KVCacheStore(cfg.kv_cache_max_tokens or DEFAULT_MAX_CACHED_TOKENS)
+
+    def make_generate(self, model: Any, temperature: float) -> HFGenerateFn:
+        """The trained policy's generate function over `model` (the session's KV-cache store)."""
+        return hf_generate_fn(
+            model,
+            self.tokenizer,
+            temperature=temperature,
+            top_p=self.cfg.top_p,
+            store=self.kv_store,
+            stop_at_answer=self.cfg.stop_at_answer,
+        )
 
     # -- rollout -------------------------------------------------------------------------------
     def run_rollout(self, prompts: Sequence[Any], trainer: Any, model_context: Any) -> dict:
@@ -189,26 +246,37 @@ class TrainingSession:
         tag = f"s{step}-c{self.rollout_calls}-p{rank}"
         self.rollout_calls += 1
         with model_context(trainer) as model:
-            self.trainable.set_generate(
-                hf_generate_fn(model, self.tokenizer, temperature=cfg.temperature, top_p=cfg.top_p)
-            )
+            generate = self.make_generate(model, cfg.temperature)
+            before = generate.cache_stats()  # the store's counters are cumulative
+            self.trainable.set_generate(generate)
             self.trainable.generate_calls = 0
             self.trainable.generate_seconds = 0.0
-            games = group_games(
-                prompts, tag=tag, base_seed=cfg.seed, shared_seed=cfg.shared_seed_in_group
-            )
-            episodes = self.player.play(games)
-            # Generation can be a collective call on several GPUs: equalise the call count.
-            target = gather_max(trainer, self.trainable.generate_calls)
-            self.trainable.pad_generate_calls(target)
-            score = (
-                hf_score_fn(model, temperature=cfg.temperature) if cfg.debug_check_tokens else None
-            )
-            batch, metrics = trl_batch(
-                episodes, self.renderer, debug_score=score, debug=cfg.debug_check_tokens
-            )
+            try:
+                games = group_games(
+                    prompts, tag=tag, base_seed=cfg.seed, shared_seed=cfg.shared_seed_in_group
+                )
+                episodes = self.player.play(games)
+                # Generation can be a collective call on several GPUs: equalise the call count.
+                target = gather_max(trainer, self.trainable.generate_calls)
+                self.trainable.pad_generate_calls(target)
+                score = (
+                    hf_score_fn(model, temperature=cfg.temperature)
+                    if cfg.debug_check_tokens
+                    else None
+                )
+                batch, metrics = trl_batch(
+                    episodes, self.renderer, debug_score=score, debug=cfg.debug_check_tokens
+                )
+            finally:
+                # TRL optimises on this batch next: no cache may outlive these weights.
+                cache = generate.cache_stats()
+                generate.invalidate()
+                self.trainable.set_generate(None)
         metrics["time/generate_s"] = self.trainable.generate_seconds
         metrics["rollout/generate_calls"] = float(self.trainable.generate_calls)
+        for key in ("prefill_tokens", "reused_tokens"):
+            metrics[f"rollout/{key}"] = float(cache[key] - before[key])
+        metrics["rollout/peak_cached_tokens"] = float(cache["peak_cached_tokens"])  # run's peak
         if cfg.debug_check_tokens:
             logger.info(
                 "debug_check_tokens: max token mismatches %.0f, max |logprob deviation| %.3g",
@@ -299,9 +367,10 @@ def evaluate(
     cfg = session.cfg
     rows = list(rows if rows is not None else eval_rows(cfg))
     temp = cfg.eval_temperature if temperature is None else temperature
+    generate = session.make_generate(model, temp)
     policy = TrainablePolicy(
         session.renderer,
-        hf_generate_fn(model, session.tokenizer, temperature=temp, top_p=cfg.top_p),
+        generate,
         episode_budget=cfg.max_completion_length,
         max_turn_tokens=cfg.max_turn_tokens,
         fallback=cfg.fallback_text,
@@ -321,6 +390,7 @@ def evaluate(
     try:
         episodes = player.play(games)
     finally:
+        generate.invalidate()  # training changes the weights next
         if was_training:
             model.train()
     scored = []
@@ -330,7 +400,8 @@ def evaluate(
             continue
         total, components = session.composer(ep.record)
         metrics = {**components, "sampled_tokens": float(ep.tokens.sampled_tokens)}
-        scored.append(ScoredGame(ep.row.route, total, metrics))
+        reason = ep.record.get("truncation_reason")  # counted in the logged validation table
+        scored.append(ScoredGame(ep.row.route, total, metrics, truncation_reason=reason))
     return validation_table(scored)
 
 
@@ -388,10 +459,10 @@ def sft_warmstart(
     )
     player_rows = build_rows(cfg)
     chosen = [
-        player_rows[stable_seed(cfg.seed, "sft", i) % len(player_rows)]
+        player_rows[derive_seed(cfg.seed, "sft", i) % len(player_rows)]
         for i in range(cfg.sft_games)
     ]
-    games = [(f"sft-{i}", r, stable_seed(cfg.seed, "sft-seed", i)) for i, r in enumerate(chosen)]
+    games = [(f"sft-{i}", r, derive_seed(cfg.seed, "sft-seed", i)) for i, r in enumerate(chosen)]
     router = RoutedPolicy(name="opponents")
     for gid, row, _ in games:
         router.assign(gid, {a: opponent_for(o, row.route) for a, o in session.opponents.items()})
@@ -521,26 +592,98 @@ class EvalCallback:
         return _Callback()
 
 
-def train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
-    """Run one training job; returns a summary (also written to output_dir/summary.json)."""
+def check_run_folder(cfg: TrainConfig, *, resume: bool) -> None:
+    """Refuse a fresh run over an existing one, and a resume whose config differs (one line).
+
+    Reads only; nothing is written before this passes.
+    """
     out_dir = Path(cfg.output_dir)
+    saved = out_dir / CONFIG_FILE
+    if not resume:
+        if saved.exists():
+            raise ConfigError(
+                f"{out_dir} already holds a training run; pass --resume to continue it or "
+                "choose another output_dir"
+            )
+        return
+    if not saved.is_file():
+        raise ConfigError(f"cannot resume: {out_dir} holds no training run (no {CONFIG_FILE})")
+    try:
+        recorded = json.loads(saved.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot resume: {saved} is unreadable ({exc})") from None
+    if not isinstance(recorded, dict):
+        raise ConfigError(f"cannot resume: {saved} does not hold a config mapping")
+    # Fields added since the run was written count as their defaults.
+    old = {**TrainConfig().to_dict(), **recorded}
+    diff = config_diff(old, cfg.to_dict(), ignore=RESUME_MAY_CHANGE)
+    if diff:
+        raise ConfigError(f"cannot resume {out_dir}: the config differs from the run's: {diff}")
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically (a crash leaves the old file or the new one, never half of one)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    tmp.replace(path)
+
+
+def warm_started_model(
+    session: TrainingSession, out_dir: Path, *, resume: bool
+) -> tuple[Any, dict[str, Any]]:
+    """The SFT warm-start stage: restored from `out_dir` when resuming a run that finished it,
+    else run, with its merged weights saved before its marker (see the module doc)."""
+    cfg = session.cfg
+    marker, weights = out_dir / SFT_REPORT_FILE, out_dir / SFT_MODEL_DIR
+    if resume and marker.is_file():
+        if not (weights / "config.json").is_file():
+            raise ConfigError(
+                f"cannot resume: {out_dir} finished its SFT warm start but holds no weights in "
+                f"{weights} (written by an older version?); start a new run"
+            )
+        logger.info("resume: SFT warm start restored from %s", weights)
+        return load_model(cfg, str(weights)), json.loads(marker.read_text(encoding="utf-8"))
+    model, report = sft_warmstart(session, load_model(cfg, session.model_path), out_dir)
+    model.save_pretrained(str(weights))
+    _write_json(marker, report)
+    return model, report
+
+
+def train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
+    """Run (or resume) one training job; returns a summary (also in output_dir/summary.json).
+
+    Raises `ConfigError` (one line) for a run folder that does not fit (see the module doc).
+    """
+    from transformers import set_seed
+
+    out_dir = Path(cfg.output_dir)
+    check_run_folder(cfg, resume=resume)
+    # One writer per folder: a second train (or --resume) is refused while this one runs. Only
+    # the main process of a distributed launch takes it (the other ranks are the same run).
+    folder_lock = RunFolder(out_dir)
+    if os.environ.get("RANK", "0") == "0":
+        folder_lock.acquire()
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "train_config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
+    _write_json(out_dir / CONFIG_FILE, cfg.to_dict())
     session = TrainingSession(cfg)
-    model = load_model(cfg, session.model_path)
     summary: dict[str, Any] = {"config": cfg.to_dict()}
-    if cfg.sft_warmstart and not resume:
-        model, report = sft_warmstart(session, model, out_dir)
-        summary["sft_warmstart"] = report
-        (out_dir / "sft_warmstart.json").write_text(json.dumps(report, indent=2, default=str))
+    if cfg.sft_warmstart:
+        model, summary["sft_warmstart"] = warm_started_model(session, out_dir, resume=resume)
+    else:
+        model = load_model(cfg, session.model_path)
+    # The GRPO stage starts from the same RNG state whether the warm start ran in this process,
+    # in an interrupted one, or not at all (the new LoRA adapter's init draws from it).
+    set_seed(cfg.seed)
     trainer = build_trainer(session, model)
     started = time.perf_counter()
-    result = trainer.train(resume_from_checkpoint=True if resume else None)
+    checkpoint = resume and any(out_dir.glob("checkpoint-*"))
+    result = trainer.train(resume_from_checkpoint=True if checkpoint else None)
     summary["grpo"] = {**result.metrics, "seconds": time.perf_counter() - started}
     trainer.save_model(str(out_dir / "final"))
     callback = next(c for c in trainer.callback_handler.callbacks if hasattr(c, "history"))
     summary["eval"] = callback.history
     summary["best"] = callback.best
     if trainer.is_world_process_zero():
-        (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        _write_json(out_dir / "summary.json", summary)
+    folder_lock.close()
     return summary

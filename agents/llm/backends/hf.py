@@ -21,7 +21,7 @@
   `kv_cache_max_tokens` tokens (least recently used conversations evicted). Call
   `forget_conversations` when a game ends and `invalidate_cache` whenever the weights change.
 - `stop_at_answer=True` (the default) stops a row once its text holds a whole protocol answer
-  (`agents.llm.stopping.answer_complete`: a JSON object, or an `ANSWER:` line); such a row ends
+  (`agents.llm.stopping.answer_stop`: a JSON object, or an `ANSWER:` line); such a row ends
   without EOS (`finished=False`), like a capped one.
 - A prompt that would need positions past `context_window` (prompt + `max_new_tokens`) raises
   `ContextWindowExceeded` before anything is generated.
@@ -53,7 +53,7 @@ from tomgym.agents.llm.kv_cache import (
     ContextWindowExceeded,
     KVCacheStore,
 )
-from tomgym.agents.llm.stopping import answer_complete
+from tomgym.agents.llm.stopping import answer_stop
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 logger = logging.getLogger(__name__)
@@ -283,6 +283,7 @@ class HFBackend(TokenizerChatMixin):
             raise BackendError("model defines no end-of-sequence token; cannot stop generation")
         self.eos_token_ids = sorted(eos_ids)
         self.stop_at_answer = bool(stop_at_answer)
+        self._answer_stop = answer_stop(tokenizer)
         self.engine = CachedGenerator(
             model,
             eos_token_ids=self.eos_token_ids,
@@ -397,9 +398,6 @@ class HFBackend(TokenizerChatMixin):
             keys=keys,
         )
         return [r.text for r in results]
-
-    def _answer_stop(self, completion_ids: list[int]) -> bool:
-        return answer_complete(self.tokenizer.decode(completion_ids, skip_special_tokens=True))
 
     # -- bookkeeping ---------------------------------------------------------------------------
 

@@ -4,7 +4,9 @@ Contract:
 - One chat-completions request per chat, at most `max_concurrency` in flight (a thread pool
   over the official `openai` client), each with a `timeout`-second limit.
 - The API key is read ONLY from the environment variable `api_key_env` (default
-  OPENAI_API_KEY). It is never logged, never in `describe()`, `repr()` or error messages. A
+  OPENAI_API_KEY). It is never logged, never in `describe()`, `repr()` or error messages: the key
+  is registered with `tomgym.redaction`, and every server text we repeat (error bodies, which
+  may echo the Authorization header, connection errors) passes through `redact` first. A
   server given by `base_url` without a key in the environment gets a placeholder key (local
   servers ignore it); the real OpenAI endpoint without a key is an error.
 - Retries are ours alone (the client's own retries are disabled, so every retry is counted in
@@ -40,6 +42,8 @@ from tomgym.agents.llm.backends import (
     validate_chats,
     validate_sampling,
 )
+
+from tomgym.redaction import redact, register_secret
 
 logger = logging.getLogger(__name__)
 
@@ -132,6 +136,8 @@ class OpenAICompatBackend:
                     "(or give base_url= for a local server that needs none)"
                 )
             api_key = _PLACEHOLDER_KEY
+        else:
+            register_secret(api_key)
         self._openai = openai
         # max_retries=0: our loop does every retry, so each one is visible and counted.
         self._client = openai.OpenAI(
@@ -326,7 +332,8 @@ class OpenAICompatBackend:
 
 
 def _short(text: str, limit: int = 200) -> str:
-    text = " ".join(str(text).split())
+    """Server text as we repeat it: one line, secrets redacted, at most `limit` characters."""
+    text = redact(" ".join(str(text).split()))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tomgym.agents.specs import parse_attacker
 from tomgym.training.eval.jobs import (
     EvaluationError,
     decrypto_matchups,
     evaluate_decrypto,
     evaluate_tomsb,
-    parse_attacker,
 )
 from tomgym.training.eval.replay import load_recorded_games, replay_decrypto
 from tomgym.training.run_folder import RunFolder, RunFolderError
@@ -96,20 +96,24 @@ def test_bad_input_writes_nothing(tmp_path: Path) -> None:
         evaluate_tomsb("no-such-policy", out_dir=out, **SMALL)
     with pytest.raises(EvaluationError, match="unknown split"):
         evaluate_tomsb("scripted:naive", out_dir=out, **{**SMALL, "split": "dev"})
-    with pytest.raises(EvaluationError, match="unknown scripted attacker"):
+    with pytest.raises(EvaluationError, match="unknown scripted TOM-SB policy"):
         evaluate_tomsb("scripted:naive", out_dir=out, **{**SMALL, "attackers": ["scripted:x"]})
     assert not out.exists()
 
 
 def test_parse_attacker_forms() -> None:
-    assert parse_attacker("bluffing") == ("bluffing", "bluffing", "scripted:bluffing")
-    assert parse_attacker("scripted:base") == ("base", "base", "scripted:base")
-    assert parse_attacker("cross_examiner=openai:m") == (
+    def triple(entry: str) -> tuple[str, str, str]:
+        parsed = parse_attacker(entry)
+        return parsed.label, parsed.variant, parsed.spec.to_string()
+
+    assert triple("bluffing") == ("bluffing", "bluffing", "scripted:bluffing")
+    assert triple("scripted:base") == ("base", "base", "scripted:base")
+    assert triple("cross_examiner=openai:m") == (
         "cross_examiner=openai:m",
         "cross_examiner",
         "openai:m",
     )
-    assert parse_attacker("default") == ("default", "base", "default")
+    assert triple("default") == ("default", "base", "default")
 
 
 def test_decrypto_matchups_modes() -> None:

@@ -134,6 +134,17 @@ def test_tomsb_summary_rates_ci_and_subsets() -> None:
     assert list(groups["prior_level"]) == ["0", "1", "2"]
 
 
+def test_format_ok_rate_counts_only_games_where_the_defender_spoke() -> None:
+    silent = tomsb_record("s", "detected")
+    silent["turns"] = [{"agent": "attacker_0", "valid": True}]  # the attacker ended turn 1
+    mixed = summarize(
+        [tomsb_record("a", "fooled"), tomsb_record("b", "fooled", format_failures=1), silent]
+    )
+    assert mixed["overall"]["format_ok_rate"] == pytest.approx(0.5)
+    only_silent = summarize([silent])
+    assert only_silent["overall"]["format_ok_rate"] is None
+
+
 def test_combined_and_dotted_group_keys() -> None:
     records = [tomsb_record(str(i), "fooled", prior_level=i % 3) for i in range(6)]
     for i, record in enumerate(records):

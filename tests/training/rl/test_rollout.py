@@ -184,3 +184,23 @@ def test_real_episode_splices_exactly_and_rescoring_matches(
     batch, metrics = trl_batch(episodes, renderer)
     assert [sum(m) for m in batch["env_mask"]] == [ep.tokens.sampled_tokens for ep in episodes]
     assert metrics["rollout/episodes"] == 2
+
+
+def test_row_and_episode_seeds_are_deterministic_and_distinct() -> None:
+    """One seed rule (`envs.seeding.derive_seed`): same inputs, same seeds in every process;
+    other run seeds or tags, other seeds."""
+    from tomgym.training.rl.train_config import TrainConfig
+    from tomgym.training.rl.trainer import build_rows
+
+    def rows(seed: int) -> list[int]:
+        cfg = TrainConfig(env_id="tomgym/decrypto-v0", decrypto_rows=6, seed=seed)
+        return [r.seed for r in build_rows(cfg)]
+
+    assert rows(0) == rows(0) and len(set(rows(0))) == 6
+    assert set(rows(0)).isdisjoint(rows(1))
+    prompts = [GameRow(0, {}, 1, "").encode()] * 3
+    games = group_games(prompts, tag="s0", base_seed=4, shared_seed=False)
+    assert games == group_games(prompts, tag="s0", base_seed=4, shared_seed=False)
+    assert len({g[2] for g in games}) == 3
+    other = group_games(prompts, tag="s1", base_seed=4, shared_seed=False)
+    assert {g[2] for g in games}.isdisjoint(g[2] for g in other)

@@ -155,13 +155,21 @@ def test_rejection_sft_uses_acceptance_as_advantage(
     monkeypatch.setitem(
         composer.COMPONENTS, "stepwise_tom", lambda r, c: float(len(str(r["turns"])) % 2)
     )
-    cfg = make_config(
-        tmp_path, tiny_model_dir, method="rejection_sft", accept_component="stepwise_tom"
+    cfg = make_config(  # also the uncached generation path, end to end
+        tmp_path,
+        tiny_model_dir,
+        method="rejection_sft",
+        accept_component="stepwise_tom",
+        kv_cache=False,
+        stop_at_answer=False,
     )
     session = TrainingSession(cfg)
     trainer = build_trainer(session)
     capture = Capture(trainer)
     trainer.train()
+    assert session.kv_store is None
+    logged = [h for h in trainer.state.log_history if "rollout/reused_tokens" in h]
+    assert logged and logged[-1]["rollout/reused_tokens"] == 0
     ((inputs, loss_value),) = capture.calls
     batch = session.last_batch
     accepted = [
@@ -233,5 +241,5 @@ def test_decrypto_opponent_specs_go_through_the_policy_spec_parser():
     assert build_opponent("decrypto:random", seed=1, model_path="unused").name == "decrypto-random"
     with pytest.raises(ConfigError, match="unknown Decrypto opponent"):
         build_opponent("decrypto:oracle", seed=1, model_path="unused")
-    with pytest.raises(ConfigError, match="k must be an integer"):
+    with pytest.raises(ConfigError, match="k='many' must be an integer"):
         build_opponent("decrypto:embedding:k=many", seed=1, model_path="unused")

@@ -1,0 +1,234 @@
+"""The trainer's `GenerateFn` on a vLLM engine: colocated (`vllm.LLM`) or a `vllm serve` server.
+
+Same contract as `generation.hf_generate_fn`: token ids in, sampled ids (through the first EOS)
+and their log-probs out, one `Sampled` per context in order. A multi-turn rollout calls it once
+per turn wave; partner turns are spliced by the caller with mask 0, exactly as on the
+transformers path, so nothing downstream knows which engine sampled.
+
+How each engine is driven:
+- `ColocatedEngine` wraps the `vllm.LLM` that TRL builds in `vllm_mode="colocate"`: one
+  `LLM.generate` call per wave with token-id prompts (`{"prompt_token_ids": ids}`) and one
+  `SamplingParams` per request, each with its own seed, so the members of a GRPO group that
+  share a first-turn context still sample independently and reproducibly.
+- `ServerEngine` talks to `vllm serve` (OpenAI-compatible `/v1/completions` with token-id prompts,
+  `return_token_ids`, `logprobs=0`), the server TRL 1.16 documents for `vllm_mode="server"`.
+  The completions API takes one seed per request, so a wave sends one request per context
+  (concurrently; the server batches them) rather than one request with a shared seed.
+- Log-probs: TRL starts both engines with `logprobs_mode="processed_logprobs"` (the server must be
+  started with `--logprobs-mode processed_logprobs`), i.e. `log_softmax(logits / temperature)`
+  after top-p/top-k, the same distribution `hf_generate_fn` reports and the trainer re-scores;
+  TRL's importance-sampling correction compares them with the training log-probs.
+
+Weights: TRL pushes the policy's weights into the engine before it calls the rollout (once per
+global step; LoRA adapters are merged for the push and unmerged after). `weights_current`, when
+given, is asked before every wave and a False answer raises `StaleWeightsError`: a wave must
+never sample from weights older than the policy being optimised.
+
+Nothing here imports `vllm` or `trl` at module level: the engines are handed in by
+`trl_adapter`, and the stand-in engines of the tests use the same call signatures.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tomgym.envs.seeding import derive_seed
+from tomgym.training.rl.generation import GenerateFn, Sampled
+
+
+class StaleWeightsError(RuntimeError):
+    """A generation wave would have sampled from weights older than the policy's."""
+
+
+class EngineError(RuntimeError):
+    """The engine failed or answered something that is not a completion of the request."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One context to continue: its token ids, the token budget and the request's own seed."""
+
+    prompt_ids: list[int]
+    max_new_tokens: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """The sampling distribution every request of a run uses (the trainer's config values)."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    stop_token_ids: tuple[int, ...] = ()
+
+
+class Engine(Protocol):
+    """What `vllm_generate_fn` needs from an engine: one call continues a whole wave."""
+
+    def complete(
+        self, requests: Sequence[Request], sampling: SamplingSettings
+    ) -> list[Sampled]: ...
+
+
+class ColocatedEngine:
+    """A `vllm.LLM` in this process (TRL's colocate mode); `sampling_params_cls` is vLLM's."""
+
+    def __init__(self, llm: Any, sampling_params_cls: Any | None = None) -> None:
+        if sampling_params_cls is None:
+            from vllm import SamplingParams
+
+            sampling_params_cls = SamplingParams
+        self.llm = llm
+        self.sampling_params_cls = sampling_params_cls
+
+    def complete(self, requests: Sequence[Request], sampling: SamplingSettings) -> list[Sampled]:
+        params = [
+            self.sampling_params_cls(
+                n=1,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                top_k=sampling.top_k,
+                max_tokens=r.max_new_tokens,
+                logprobs=0,
+                seed=r.seed,
+                stop_token_ids=list(sampling.stop_token_ids),
+            )
+            for r in requests
+        ]
+        prompts = [{"prompt_token_ids": list(r.prompt_ids)} for r in requests]
+        outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=False)
+        if len(outputs) != len(requests):
+            raise EngineError(f"vLLM returned {len(outputs)} outputs for {len(requests)} prompts")
+        return [_sampled_from_output(out) for out in outputs]
+
+
+def _sampled_from_output(request_output: Any) -> Sampled:
+    """`Sampled` from a vLLM `RequestOutput` with `logprobs=0` (the sampled token's entry)."""
+    completion = request_output.outputs[0]
+    ids = list(completion.token_ids)
+    if completion.logprobs is None or len(completion.logprobs) != len(ids):
+        raise EngineError("vLLM returned no per-token log-probs (was logprobs=0 passed?)")
+    logprobs = [
+        float(step[token].logprob) for step, token in zip(completion.logprobs, ids, strict=True)
+    ]
+    return Sampled(ids=ids, logprobs=logprobs)
+
+
+class ServerEngine:
+    """A `vllm serve` server's `/v1/completions`, one request per context, sent concurrently."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        timeout_s: float = 600.0,
+        max_workers: int = 64,
+        post: Callable[[str, dict], dict] | None = None,
+    ) -> None:
+        self.url = base_url.rstrip("/") + "/v1/completions"
+        self.model = model
+        self.timeout_s = timeout_s
+        self.max_workers = max_workers
+        self._post = post or self._http_post
+
+    def _http_post(self, url: str, payload: dict) -> dict:
+        body = json.dumps(payload).encode()
+        request = urllib.request.Request(
+            url, data=body, headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            raise EngineError(f"vLLM server {url} answered HTTP {exc.code}") from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+            raise EngineError(f"vLLM server {url} unreachable: {exc}") from None
+
+    def _one(self, request: Request, sampling: SamplingSettings) -> Sampled:
+        payload = {
+            "model": self.model,
+            "prompt": [list(request.prompt_ids)],
+            "n": 1,
+            "max_tokens": request.max_new_tokens,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "top_k": sampling.top_k if sampling.top_k > 0 else -1,
+            "seed": request.seed,
+            "logprobs": 0,
+            "stop_token_ids": list(sampling.stop_token_ids),
+            "return_token_ids": True,
+            "return_tokens_as_token_ids": True,
+        }
+        answer = self._post(self.url, payload)
+        try:
+            choice = answer["choices"][0]
+            ids = [int(t) for t in choice["token_ids"]]
+            logprobs = [float(x) for x in choice["logprobs"]["token_logprobs"]]
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise EngineError(f"vLLM server answer lacks token ids or log-probs ({exc})") from None
+        if len(logprobs) != len(ids):
+            raise EngineError(f"vLLM server gave {len(logprobs)} log-probs for {len(ids)} tokens")
+        return Sampled(ids=ids, logprobs=logprobs)
+
+    def complete(self, requests: Sequence[Request], sampling: SamplingSettings) -> list[Sampled]:
+        if not requests:
+            return []
+        workers = max(1, min(self.max_workers, len(requests)))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(lambda r: self._one(r, sampling), requests))
+
+
+def vllm_generate_fn(
+    engine: Engine,
+    *,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    eos_token_ids: Sequence[int] = (),
+    seed: int = 0,
+    weights_current: Callable[[], bool] | None = None,
+) -> GenerateFn:
+    """A `GenerateFn` over `engine`: one engine call per wave, per-request seeds.
+
+    Request `j` of the `w`-th wave gets seed `derive_seed(seed, w, j) % 2**63` (vLLM seeds are
+    signed 64-bit), so a rerun with the same `seed` samples the same tokens. Completions are
+    cut after the first EOS (`eos_token_ids`), as `hf_generate_fn` does.
+    """
+    sampling = SamplingSettings(temperature, top_p, top_k, tuple(eos_token_ids))
+    eos = set(eos_token_ids)
+    waves = 0
+
+    def generate(contexts: Sequence[Sequence[int]], max_new_tokens: int) -> list[Sampled]:
+        nonlocal waves
+        if weights_current is not None and not weights_current():
+            raise StaleWeightsError(
+                "the vLLM engine holds older weights than the policy; TRL syncs them before the "
+                "rollout of each step, so this wave would train on off-policy samples"
+            )
+        wave = waves
+        waves += 1
+        requests = [
+            Request(list(ctx), int(max_new_tokens), derive_seed(seed, wave, j) % 2**63)
+            for j, ctx in enumerate(contexts)
+        ]
+        results = engine.complete(requests, sampling) if requests else []
+        if len(results) != len(requests):
+            raise EngineError(f"engine returned {len(results)} completions for {len(requests)}")
+        return [_cut_at_eos(r, eos) for r in results]
+
+    return generate
+
+
+def _cut_at_eos(sampled: Sampled, eos: set[int]) -> Sampled:
+    for j, token in enumerate(sampled.ids):
+        if token in eos:
+            return Sampled(ids=sampled.ids[: j + 1], logprobs=sampled.logprobs[: j + 1])
+    return sampled
