@@ -51,6 +51,8 @@ from tomgym.rewards.composer import COMPONENTS
 Method = Literal["grpo", "rejection_sft"]
 ReportTo = Literal["none", "tensorboard", "trackio", "wandb"]
 TorchDtype = Literal["float32", "bfloat16", "float16"]
+GenerationBackend = Literal["transformers", "vllm"]
+VLLMMode = Literal["colocate", "server"]
 AttackerVariant = Literal[ATTACKER_VARIANTS]  # type: ignore[valid-type]  # the protocol's tuple
 
 METHODS: tuple[str, ...] = typing.get_args(Method)
@@ -229,6 +231,39 @@ class TrainConfig(BaseModel):
         "Stop a turn once its protocol answer is complete (JSON object / ANSWER: line); the "
         "sampled ids are kept and an EOS is appended with mask 0, as for capped turns.",
     )
+    generation_backend: GenerationBackend = _f(
+        "transformers",
+        "Engine of the trained policy's rollouts: 'transformers' (the training model itself, "
+        "with the KV cache above) or 'vllm' (TRL's vLLM integration: weights pushed to the engine "
+        "before every step's rollout; needs a GPU and `pip install tomgym[vllm]`).",
+    )
+    vllm_mode: VLLMMode = _f(
+        "colocate",
+        "'colocate': one vLLM engine per training rank sharing its GPU; 'server': a separate "
+        "`vllm serve` process (vllm_server_host / vllm_server_port).",
+    )
+    vllm_gpu_memory_utilization: Float = _f(
+        0.3, "colocate: share of each GPU's memory the engine may take.", gt=0, le=1
+    )
+    vllm_tensor_parallel_size: Int = _f(
+        1, "colocate: GPUs one engine spans (must divide the number of ranks).", ge=1
+    )
+    vllm_max_model_length: Int | None = _f(
+        None, "Engine context length (prompt + all turns); null = the model's own.", ge=1
+    )
+    vllm_enable_sleep_mode: bool = _f(
+        False, "colocate: offload the engine's weights and cache during optimisation."
+    )
+    vllm_server_host: str = _f("127.0.0.1", "server: host of the `vllm serve` process.")
+    vllm_server_port: Int = _f(8000, "server: port of the `vllm serve` process.", ge=1, le=65535)
+    vllm_server_timeout: Float = _f(
+        240.0, "server: seconds to wait for the server to come up.", gt=0
+    )
+    vllm_importance_sampling_correction: bool = _f(
+        True,
+        "Correct for the engine's sampling distribution differing from the training model's "
+        "(TRL's truncated importance sampling; logged as sampling/*).",
+    )
     # --- evaluation / checkpoints / logging
     output_dir: str = _f("runs/train", "Where checkpoints, logs and eval tables go.")
     eval_steps: Int = _f(0, "Validation evaluation every N steps (0 = only at the end).", ge=0)
@@ -285,6 +320,8 @@ class TrainConfig(BaseModel):
             )
         if self.trained_agent in self.opponents:
             raise ValueError(f"trained_agent {self.trained_agent!r} also appears in opponents")
+        if self.generation_backend == "vllm" and self.method != "grpo":
+            raise ValueError("generation_backend 'vllm' drives GRPO rollouts; use method 'grpo'")
         return self
 
     # ------------------------------------------------------------------ loading

@@ -236,6 +236,23 @@ class TrainingSession:
             stop_at_answer=self.cfg.stop_at_answer,
         )
 
+    def rollout_generate(self, trainer: Any, model: Any) -> Any:
+        """The generate function of one rollout: the training model or TRL's vLLM engine."""
+        if self.cfg.generation_backend != "vllm":
+            return self.make_generate(model, self.cfg.temperature)
+        from tomgym.training.rl.trl_adapter import vllm_rollout_engine
+        from tomgym.training.rl.vllm_generation import VLLMGenerateFn
+
+        engine, weights_current = vllm_rollout_engine(trainer, self.cfg)
+        return VLLMGenerateFn(
+            engine,
+            temperature=self.cfg.temperature,
+            top_p=self.cfg.top_p,
+            eos_token_ids=[self.tokenizer.eos_token_id],
+            seed=derive_seed(self.cfg.seed, "vllm", trainer.state.global_step, self.rollout_calls),
+            weights_current=weights_current,
+        )
+
     # -- rollout -------------------------------------------------------------------------------
     def run_rollout(self, prompts: Sequence[Any], trainer: Any, model_context: Any) -> dict:
         from tomgym.training.rl.trl_adapter import gather_max
@@ -246,7 +263,7 @@ class TrainingSession:
         tag = f"s{step}-c{self.rollout_calls}-p{rank}"
         self.rollout_calls += 1
         with model_context(trainer) as model:
-            generate = self.make_generate(model, cfg.temperature)
+            generate = self.rollout_generate(trainer, model)
             before = generate.cache_stats()  # the store's counters are cumulative
             self.trainable.set_generate(generate)
             self.trainable.generate_calls = 0
@@ -644,9 +661,16 @@ def warm_started_model(
         logger.info("resume: SFT warm start restored from %s", weights)
         return load_model(cfg, str(weights)), json.loads(marker.read_text(encoding="utf-8"))
     model, report = sft_warmstart(session, load_model(cfg, session.model_path), out_dir)
-    model.save_pretrained(str(weights))
-    _write_json(marker, report)
+    if is_main_process():
+        model.save_pretrained(str(weights))
+        _write_json(marker, report)
     return model, report
+
+
+def is_main_process() -> bool:
+    """True outside a distributed launch and on its global rank 0 (read before any process group
+    exists, from the variables torchrun / accelerate set)."""
+    return os.environ.get("RANK", "0") == "0"
 
 
 def train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
@@ -657,14 +681,16 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
     from transformers import set_seed
 
     out_dir = Path(cfg.output_dir)
-    check_run_folder(cfg, resume=resume)
-    # One writer per folder: a second train (or --resume) is refused while this one runs. Only
-    # the main process of a distributed launch takes it (the other ranks are the same run).
+    # In a distributed launch every rank runs this function; the main process alone checks and
+    # writes the folder (a refusal there ends the launch: torchrun stops the other ranks).
+    main_process = is_main_process()
     folder_lock = RunFolder(out_dir)
-    if os.environ.get("RANK", "0") == "0":
+    if main_process:
+        check_run_folder(cfg, resume=resume)
+        # One writer per folder: a second train (or --resume) is refused while this one runs.
         folder_lock.acquire()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _write_json(out_dir / CONFIG_FILE, cfg.to_dict())
+        out_dir.mkdir(parents=True, exist_ok=True)
+        _write_json(out_dir / CONFIG_FILE, cfg.to_dict())
     session = TrainingSession(cfg)
     summary: dict[str, Any] = {"config": cfg.to_dict()}
     if cfg.sft_warmstart:

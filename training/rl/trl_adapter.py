@@ -56,7 +56,18 @@ def build_grpo_config(cfg: Any, *, output_dir: str, cuda: bool) -> GRPOConfig:
         top_k=0,
         importance_sampling_level="token",
         top_entropy_quantile=1.0,
-        use_vllm=False,
+        # vLLM rollouts (generation_backend: vllm): TRL builds the engine and pushes the policy's
+        # weights into it before every step's rollout; our rollout drives it turn by turn.
+        use_vllm=cfg.generation_backend == "vllm",
+        vllm_mode=cfg.vllm_mode,
+        vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+        vllm_tensor_parallel_size=cfg.vllm_tensor_parallel_size,
+        vllm_max_model_length=cfg.vllm_max_model_length,
+        vllm_enable_sleep_mode=cfg.vllm_enable_sleep_mode,
+        vllm_server_host=cfg.vllm_server_host,
+        vllm_server_port=cfg.vllm_server_port,
+        vllm_server_timeout=cfg.vllm_server_timeout,
+        vllm_importance_sampling_correction=cfg.vllm_importance_sampling_correction,
         # optimisation
         learning_rate=cfg.learning_rate,
         lr_scheduler_type=cfg.lr_scheduler_type,
@@ -162,6 +173,32 @@ def make_rollout_func(run_rollout: RolloutHook) -> Callable[[list[Any], GRPOTrai
         return result
 
     return rollout_func
+
+
+def vllm_rollout_engine(trainer: GRPOTrainer, cfg: Any) -> tuple[Any, Callable[[], bool]]:
+    """The engine TRL built for `use_vllm`, and a check that it holds this step's weights.
+
+    TRL 1.16 calls `vllm_generation.sync_weights()` before `rollout_func` whenever the global
+    step moved, recording the step in `_last_loaded_step`; a wave is current while that equals
+    `state.global_step` (private TRL state: this module is the one place coupled to it).
+    """
+    from tomgym.training.rl.vllm_generation import ColocatedEngine, ServerEngine
+
+    generation = getattr(trainer, "vllm_generation", None)
+    if generation is None:
+        raise RuntimeError("generation_backend 'vllm' but the trainer built no vLLM engine")
+    if cfg.vllm_mode == "colocate":
+        engine: Any = ColocatedEngine(generation.llm)
+    else:
+        # Only the main process pushes weights to the server; the others must not generate
+        # before the push is complete.
+        trainer.accelerator.wait_for_everyone()
+        engine = ServerEngine(f"http://{cfg.vllm_server_host}:{cfg.vllm_server_port}")
+
+    def weights_current() -> bool:
+        return getattr(trainer, "_last_loaded_step", None) == trainer.state.global_step
+
+    return engine, weights_current
 
 
 def gather_max(trainer: GRPOTrainer, value: int) -> int:

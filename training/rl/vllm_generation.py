@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tomgym.envs.seeding import derive_seed
-from tomgym.training.rl.generation import GenerateFn, Sampled
+from tomgym.training.rl.generation import Sampled
 
 
 class StaleWeightsError(RuntimeError):
@@ -127,23 +127,37 @@ class ServerEngine:
     def __init__(
         self,
         base_url: str,
-        model: str,
+        model: str | None = None,
         *,
         timeout_s: float = 600.0,
         max_workers: int = 64,
         post: Callable[[str, dict], dict] | None = None,
     ) -> None:
-        self.url = base_url.rstrip("/") + "/v1/completions"
-        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + "/v1/completions"
+        self._model = model
         self.timeout_s = timeout_s
         self.max_workers = max_workers
         self._post = post or self._http_post
 
+    @property
+    def model(self) -> str:
+        """The served model's name (asked once from `/v1/models` when not given)."""
+        if self._model is None:
+            answer = self._send(urllib.request.Request(self.base_url + "/v1/models"))
+            try:
+                self._model = str(answer["data"][0]["id"])
+            except (KeyError, IndexError, TypeError) as exc:
+                raise EngineError(f"vLLM server {self.base_url} lists no model ({exc})") from None
+        return self._model
+
     def _http_post(self, url: str, payload: dict) -> dict:
         body = json.dumps(payload).encode()
-        request = urllib.request.Request(
-            url, data=body, headers={"Content-Type": "application/json"}
-        )
+        headers = {"Content-Type": "application/json"}
+        return self._send(urllib.request.Request(url, data=body, headers=headers))
+
+    def _send(self, request: urllib.request.Request) -> dict:
+        url = request.full_url
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 return json.loads(response.read())
@@ -181,54 +195,79 @@ class ServerEngine:
     def complete(self, requests: Sequence[Request], sampling: SamplingSettings) -> list[Sampled]:
         if not requests:
             return []
+        _ = self.model  # resolve the served name once, before the worker threads need it
         workers = max(1, min(self.max_workers, len(requests)))
         with ThreadPoolExecutor(max_workers=workers) as pool:
             return list(pool.map(lambda r: self._one(r, sampling), requests))
 
 
-def vllm_generate_fn(
-    engine: Engine,
-    *,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    eos_token_ids: Sequence[int] = (),
-    seed: int = 0,
-    weights_current: Callable[[], bool] | None = None,
-) -> GenerateFn:
-    """A `GenerateFn` over `engine`: one engine call per wave, per-request seeds.
+class VLLMGenerateFn:
+    """A `GenerateFn` over a vLLM `Engine`: one engine call per wave, per-request seeds.
 
     Request `j` of the `w`-th wave gets seed `derive_seed(seed, w, j) % 2**63` (vLLM seeds are
     signed 64-bit), so a rerun with the same `seed` samples the same tokens. Completions are
-    cut after the first EOS (`eos_token_ids`), as `hf_generate_fn` does.
+    cut after the first EOS (`finish_reason="eos"`), as on the transformers path; a completion
+    that hits the token cap is `"length"`. The engine keeps its own prefix cache (TRL resets it
+    with every weight push), so `invalidate` and `forget` have nothing to drop here and
+    `accepts_keys` is False.
     """
-    sampling = SamplingSettings(temperature, top_p, top_k, tuple(eos_token_ids))
-    eos = set(eos_token_ids)
-    waves = 0
 
-    def generate(contexts: Sequence[Sequence[int]], max_new_tokens: int) -> list[Sampled]:
-        nonlocal waves
-        if weights_current is not None and not weights_current():
+    accepts_keys = False
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        eos_token_ids: Sequence[int] = (),
+        seed: int = 0,
+        weights_current: Callable[[], bool] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.sampling = SamplingSettings(temperature, top_p, top_k, tuple(eos_token_ids))
+        self.eos = frozenset(eos_token_ids)
+        self.seed = seed
+        self.weights_current = weights_current
+        self.waves = 0
+        self.requests = 0
+
+    def __call__(self, contexts: Sequence[Sequence[int]], max_new_tokens: int) -> list[Sampled]:
+        if self.weights_current is not None and not self.weights_current():
             raise StaleWeightsError(
                 "the vLLM engine holds older weights than the policy; TRL syncs them before the "
                 "rollout of each step, so this wave would train on off-policy samples"
             )
-        wave = waves
-        waves += 1
+        wave = self.waves
+        self.waves += 1
         requests = [
-            Request(list(ctx), int(max_new_tokens), derive_seed(seed, wave, j) % 2**63)
+            Request(list(ctx), int(max_new_tokens), derive_seed(self.seed, wave, j) % 2**63)
             for j, ctx in enumerate(contexts)
         ]
-        results = engine.complete(requests, sampling) if requests else []
+        self.requests += len(requests)
+        results = self.engine.complete(requests, self.sampling) if requests else []
         if len(results) != len(requests):
             raise EngineError(f"engine returned {len(results)} completions for {len(requests)}")
-        return [_cut_at_eos(r, eos) for r in results]
+        return [_cut_at_eos(r, self.eos) for r in results]
 
-    return generate
+    def forget(self, game_id: str) -> int:
+        return 0
+
+    def invalidate(self) -> None:
+        """Nothing to drop: TRL resets the engine's prefix cache when it pushes new weights."""
+
+    def cache_stats(self) -> dict[str, int]:
+        return {"prefill_tokens": 0, "reused_tokens": 0, "peak_cached_tokens": 0}
 
 
-def _cut_at_eos(sampled: Sampled, eos: set[int]) -> Sampled:
+def vllm_generate_fn(engine: Engine, **settings: Any) -> VLLMGenerateFn:
+    """`VLLMGenerateFn(engine, **settings)` (the counterpart of `hf_generate_fn`)."""
+    return VLLMGenerateFn(engine, **settings)
+
+
+def _cut_at_eos(sampled: Sampled, eos: frozenset[int]) -> Sampled:
     for j, token in enumerate(sampled.ids):
         if token in eos:
-            return Sampled(ids=sampled.ids[: j + 1], logprobs=sampled.logprobs[: j + 1])
-    return sampled
+            return Sampled(sampled.ids[: j + 1], sampled.logprobs[: j + 1], "eos")
+    return Sampled(sampled.ids, sampled.logprobs, "length")

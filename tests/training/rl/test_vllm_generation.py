@@ -172,6 +172,13 @@ class _CompletionsHandler(BaseHTTPRequestHandler):
 
     requests_seen: list[dict] = []
 
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        data = json.dumps({"object": "list", "data": [{"id": "policy"}]}).encode()
+        self.send_response(200 if self.path == "/v1/models" else 404)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).requests_seen.append(body)
@@ -230,10 +237,13 @@ def test_server_engine_sends_token_ids_and_one_seed_per_request(completions_serv
     assert all(r["logprobs"] == 0 and r["return_token_ids"] and r["n"] == 1 for r in seen)
     assert all(r["temperature"] == 0.7 and r["max_tokens"] == 8 for r in seen)
     assert all(len(s.ids) == len(s.logprobs) > 0 for s in out)
+    assert all(s.finish_reason == ("eos" if s.ids[-1] == EOS else "length") for s in out)
+    assert generate.cache_stats()["prefill_tokens"] == 0 and not generate.accepts_keys
 
 
 def test_server_engine_keeps_the_order_of_the_contexts(completions_server: str) -> None:
-    engine = ServerEngine(completions_server, "policy")
+    engine = ServerEngine(completions_server)  # the served name comes from /v1/models
+    assert engine.model == "policy"
     generate = vllm_generate_fn(engine, eos_token_ids=[EOS], seed=11)
     contexts = [[i, i + 1] for i in range(10)]
     out = generate(contexts, 6)
