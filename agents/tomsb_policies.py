@@ -18,6 +18,7 @@ Contract:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from tomgym.agents.base import BasePolicy, Turn
@@ -31,8 +32,12 @@ class _ScriptedTomSBPolicy(BasePolicy):
     """Per-game scripted players of one role; subclasses build a player and feed it a turn."""
 
     role = "player"
+    kind = "name"  # what `name` picks among `names`: a defender strategy, an attacker variant
+    names: Collection[str] = ()
 
     def __init__(self, name: str, seed: int = 0) -> None:
+        if name not in self.names:
+            raise ValueError(f"unknown {self.role} {self.kind} {name!r}; valid: {list(self.names)}")
         self.name = name
         self.seed = int(seed)
         self._players: dict[str, Any] = {}
@@ -77,13 +82,8 @@ class _ScriptedTomSBPolicy(BasePolicy):
 
 class ScriptedDefenderPolicy(_ScriptedTomSBPolicy):
     role = "defender"
-
-    def __init__(self, strategy: str, seed: int = 0) -> None:
-        if strategy not in DEFENDER_STRATEGIES:
-            raise ValueError(
-                f"unknown defender strategy {strategy!r}; valid: {list(DEFENDER_STRATEGIES)}"
-            )
-        super().__init__(strategy, seed)
+    kind = "strategy"
+    names = DEFENDER_STRATEGIES
 
     def _build(self, view: dict[str, Any], seed: int) -> ScriptedDefender:
         return make_defender(self.name, view, seed)
@@ -94,13 +94,8 @@ class ScriptedDefenderPolicy(_ScriptedTomSBPolicy):
 
 class ScriptedAttackerPolicy(_ScriptedTomSBPolicy):
     role = "attacker"
-
-    def __init__(self, variant: str, seed: int = 0) -> None:
-        if variant not in ATTACKER_VARIANTS:
-            raise ValueError(
-                f"unknown attacker variant {variant!r}; valid: {list(ATTACKER_VARIANTS)}"
-            )
-        super().__init__(variant, seed)
+    kind = "variant"
+    names = ATTACKER_VARIANTS
 
     def _build(self, view: dict[str, Any], seed: int) -> ScriptedAttacker:
         return make_attacker(self.name, view, seed)

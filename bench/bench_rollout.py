@@ -42,7 +42,8 @@ import sys
 import time
 from typing import Any
 
-ATTACKERS = ("base", "cross_examiner", "deception_aware", "bluffing")
+from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS as ATTACKERS
+
 ENV_ID = "tomgym/tomsb-v0"
 
 
@@ -58,6 +59,59 @@ def _games(n: int, split: str, tag: str) -> list[Any]:
         GameSpec(f"bench-{tag}-{i}", 1000 + i, {"split": split, "attacker": ATTACKERS[i % 4]})
         for i in range(n)
     ]
+
+
+_FOLLOW_UPS = (
+    "Tell me more about that, please.",
+    "Can you say that again in other words?",
+    "How sure are you about that?",
+    "Is there anything else I should know?",
+)
+
+
+class FullLengthAttacker:
+    """A scripted attacker that never ends the game itself: every answer signals "query again".
+
+    The benchmark measures cost per episode length, so every episode must run to
+    `max_attacker_turns`. Until the scripted attacker would conclude, its questions, trust and
+    beliefs are its own; from then on the wrapper keeps its last assessment and asks generic
+    follow-up questions (the scripted player has no moves after a conclusion).
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = f"full_length({getattr(inner, 'name', 'attacker')})"
+        self.concluded: dict[str, tuple[dict[str, Any], int]] = {}
+
+    def reset(self, game_id: str) -> None:
+        self.concluded.pop(game_id, None)
+        self.inner.reset(game_id)
+
+    def forget(self, game_id: str) -> None:
+        self.concluded.pop(game_id, None)
+        self.inner.forget(game_id)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "inner": self.inner.describe()}
+
+    def act_batch(self, turns: Any) -> list[str]:
+        from tomgym.envs.tomsb.game import SIGNAL_QUERY
+        from tomgym.envs.tomsb.parsing import answer_attacker
+
+        live = [t for t in turns if t.game_id not in self.concluded]
+        answers = dict(zip((t.game_id for t in live), self.inner.act_batch(live), strict=True))
+        out = []
+        for turn in turns:
+            if turn.game_id in answers:
+                move = json.loads(answers[turn.game_id])
+                if move["signal"] != SIGNAL_QUERY:
+                    self.concluded[turn.game_id] = (move, 0)
+            else:
+                last, asked = self.concluded[turn.game_id]
+                move = {**last, "prompt": _FOLLOW_UPS[asked % len(_FOLLOW_UPS)]}
+                self.concluded[turn.game_id] = (last, asked + 1)
+            out.append(answer_attacker(**{**move, "signal": SIGNAL_QUERY}))
+        return out
 
 
 def _defender_answers(record: dict[str, Any]) -> list[str]:
@@ -78,7 +132,11 @@ def play(
     specs = _games(games, args.split, tag)
     # Fresh scripted attackers per run (they keep per-game state), all variants behind one
     # policy object, so the defender's batches hold games of every variant.
-    attackers = {v: make_scripted_tomsb_policy(v, seed=0) for v in ATTACKERS}
+    attackers = {
+        v: FullLengthAttacker(make_scripted_tomsb_policy(v, seed=0)) if args.full_length
+        else make_scripted_tomsb_policy(v, seed=0)
+        for v in ATTACKERS
+    }  # fmt: skip
     router = RoutedPolicy(
         {g.game_id: {"attacker_0": attackers[g.options["attacker"]]} for g in specs}
     )
@@ -156,6 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="default", help="LLM policy spec for the defender")
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--max-retries", type=int, default=0)
+    parser.add_argument(
+        "--full-length",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="attackers never end a game early, so every episode has --turns attacker turns",
+    )
     # One thread: on a shared, oversubscribed CPU it was much faster than two (docs/llm.md).
     parser.add_argument("--num-threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--split", default="test")

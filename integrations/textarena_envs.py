@@ -58,6 +58,7 @@ from tomgym.integrations.games import (
     seat_reward,
 )
 from tomgym.rewards.episode import EpisodeRecord
+from tomgym.training.runner import GameSpec
 
 RAW_SUFFIX = "-raw"
 
@@ -73,7 +74,6 @@ class TomgymTextArenaEnv(ta.Env):
         self.env: Any = None
         self.state: ta.State | None = None
         self._log: EpisodeLog | None = None
-        self._seed: int | None = None
         self._observation: Mapping[str, Any] = {}
 
     @property
@@ -89,8 +89,10 @@ class TomgymTextArenaEnv(ta.Env):
             )
         self.env = pettingzoo.make("aec", self.GAME.env_id, **self.env_config)
         self.env.reset(seed=seed, options=dict(self.options) or None)
-        self._seed = seed
-        self._log = EpisodeLog(self.env)
+        game = GameSpec(
+            f"textarena/{self.GAME.name}/{seed}", -1 if seed is None else seed, self.options
+        )
+        self._log = EpisodeLog(self.env, game, env_id=self.GAME.env_id, env_config=self.env_config)
         # seed=None: the tomgym env owns its randomness; ta.State would reseed global `random`.
         self.state = ta.State(num_players=num_players, seed=None)
         self.state.standard_resets(
@@ -130,14 +132,7 @@ class TomgymTextArenaEnv(ta.Env):
     def record(self) -> EpisodeRecord:
         """The finished (or running) episode as a tomgym episode record."""
         _, log = self._require_reset()
-        return log.record(
-            game_id=f"textarena/{self.GAME.name}/{self._seed}",
-            env_id=self.GAME.env_id,
-            env_config=self.env_config,
-            seed=-1 if self._seed is None else self._seed,
-            options=self.options,
-            policies={agent: {"name": "textarena"} for agent in self.players},
-        )
+        return log.record({agent: {"name": "textarena"} for agent in self.players})
 
     def _require_reset(self) -> tuple[ta.State, EpisodeLog]:
         if self.state is None or self._log is None:

@@ -82,6 +82,7 @@ from tomgym.integrations.games import (
     make_seat_policy,
     seat_reward,
 )
+from tomgym.training.runner import GameSpec
 from verifiers.v1.dialects.chat import message_to_wire
 from verifiers.v1.runtimes import ProgramResult, SubprocessConfig
 
@@ -318,7 +319,12 @@ class _TomgymEnv:
         }
         for policy in policies.values():
             policy.reset(game_id)
-        log = EpisodeLog(env)
+        log = EpisodeLog(
+            env,
+            GameSpec(game_id, data.seed, data.options),
+            env_id=game.env_id,
+            env_config=data.env_config,
+        )
         seats: dict[str, _ModelSeat] = {}
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -347,14 +353,7 @@ class _TomgymEnv:
             for policy in policies.values():
                 policy.forget(game_id)
                 policy.close()
-        record = log.record(
-            game_id=game_id,
-            env_id=game.env_id,
-            env_config=data.env_config,
-            seed=data.seed,
-            options=data.options,
-            policies=self._describe_seats(agents, policies),
-        )
+        record = log.record(self._describe_seats(agents, policies))
         for seat, model_seat in seats.items():
             trace = model_seat.interaction.trace
             spec = self.config.rewards.get(seat)

@@ -1,4 +1,4 @@
-"""`tomgym eval`: evaluation runs into a run folder (see training/evaluate.py and docs/evaluation.md).
+"""`tomgym eval`: evaluation runs into a run folder (see training/eval/jobs.py and docs/evaluation.md).
 
     tomgym eval tomsb --defender SPEC [--attackers base,cross_examiner,deception_aware,bluffing]
         [--split test] [--episodes-per-scenario 2] [--seeds 3] --out DIR [--concurrency 8]

@@ -37,6 +37,7 @@ from typing import Any
 import yaml
 from tomgym.rewards.episode import EpisodeRecord, RecordError, dedupe, load_record
 
+from tomgym.json_text import json_lines
 from tomgym.redaction import find_inline_secrets, redact_data
 
 try:
@@ -274,16 +275,9 @@ class RunFolder:
         if not self.games_path.exists():
             raise RunFolderError(f"{self.path} holds no {GAMES_FILE}")
         with self.games_path.open(encoding="utf-8", errors="replace") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise RunFolderError(
-                        f"{self.games_path}:{number}: corrupt record ({exc.msg}); "
-                        "a torn last line is repaired by --resume, other lines must be fixed by hand"
-                    ) from None
+            torn = "; a torn last line is repaired by --resume, other lines must be fixed by hand"
+            lines = json_lines(handle, self.games_path, RunFolderError, what="record", hint=torn)
+            for number, record in lines:
                 try:
                     yield load_record(record, f"{self.games_path}:{number}")
                 except RecordError as exc:

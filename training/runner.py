@@ -98,29 +98,96 @@ def to_jsonable(value: Any) -> Any:
     return str(value)
 
 
-class _Game:
+class EpisodeLog:
+    """Turn entries and returns of one game played in an AEC env, in the episode record's form.
+
+    It drives nothing: whoever steps the env (this runner, or another library hosting a tomgym
+    game, see `tomgym.integrations`) calls `answered(agent, observation, answer)` right after
+    each `env.step(answer)`, so the env's own rules decide turns and outcomes, and `record(...)`
+    then gives the same record whoever stepped. `spec` is the game the env was reset for (its
+    id, seed, options and eval block go into the record, as do `env_id` and `env_config`);
+    `record_prompts` keeps each turn's prompt text.
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        spec: GameSpec,
+        *,
+        env_id: str,
+        env_config: Mapping[str, Any],
+        record_prompts: bool = False,
+    ) -> None:
+        self.env = env
+        self.spec = spec
+        self.env_id = env_id
+        self.env_config = dict(env_config)
+        self.record_prompts = record_prompts
+        self.turns: list[dict[str, Any]] = []
+        self.returns = {agent: 0.0 for agent in env.possible_agents}
+
+    @property
+    def done(self) -> bool:
+        """Every live agent is terminated or truncated (or none is left)."""
+        return all(
+            self.env.terminations.get(a, False) or self.env.truncations.get(a, False)
+            for a in self.env.agents
+        )
+
+    def answered(self, agent: str, observation: Mapping[str, Any], answer: str) -> None:
+        """Log the answer `agent` gave to `observation`; call right after `env.step(answer)`."""
+        for rewarded, reward in self.env.rewards.items():
+            self.returns[rewarded] = self.returns.get(rewarded, 0.0) + float(reward)
+        parse = self.env.infos.get(agent, {}).get("last_parse", {}) or {}
+        entry: dict[str, Any] = {
+            "agent": agent,
+            "message": observation.get("message", ""),
+            "raw": answer,
+            "parsed": to_jsonable(parse.get("parsed")),
+            "valid": bool(parse.get("valid", True)),
+            "error": parse.get("error"),
+            "retry": int(observation.get("retry", 0)),
+            "side_question": bool(observation.get("side_question", 0)),
+        }
+        if self.record_prompts:
+            entry["prompt"] = observation.get("prompt", "")
+        self.turns.append(entry)
+
+    def record(
+        self, policies: Mapping[str, Mapping[str, Any]], truncation_reason: str | None = None
+    ) -> EpisodeRecord:
+        """The game's record; `policies` maps every agent id to its policy's description."""
+        agents = self.env.possible_agents
+        return new_record(
+            game_id=self.spec.game_id,
+            env_id=self.env_id,
+            env_config=to_jsonable(self.env_config),
+            seed=self.spec.seed,
+            options=to_jsonable(self.spec.options),
+            policies=policies,
+            turns=self.turns,
+            infos={agent: to_jsonable(self.env.infos.get(agent, {})) for agent in agents},
+            rewards=self.returns,
+            eval_block=to_jsonable(self.spec.eval),
+            truncation_reason=truncation_reason,
+        )
+
+
+class _Game(EpisodeLog):
     def __init__(
         self, env_id: str, env_config: Mapping[str, Any], spec: GameSpec, record_prompts: bool
     ):
-        self.spec = spec
-        self.env = pettingzoo.make("aec", env_id, **dict(env_config))
-        self.env.reset(seed=spec.seed, options=dict(spec.options) or None)
-        self.turns: list[dict[str, Any]] = []
-        self.returns = {agent: 0.0 for agent in self.env.possible_agents}
-        self.record_prompts = record_prompts
+        env = pettingzoo.make("aec", env_id, **dict(env_config))
+        env.reset(seed=spec.seed, options=dict(spec.options) or None)
+        super().__init__(
+            env, spec, env_id=env_id, env_config=env_config, record_prompts=record_prompts
+        )
         self.truncation_reason: str | None = None
 
     @property
     def over(self) -> bool:
         """The env ended the game, or the runner cut it short (`truncation_reason`)."""
         return self.truncation_reason is not None or self.done
-
-    @property
-    def done(self) -> bool:
-        return all(
-            self.env.terminations.get(a, False) or self.env.truncations.get(a, False)
-            for a in self.env.agents
-        )
 
     def pending_turn(self) -> Turn:
         agent = self.env.agent_selection
@@ -133,25 +200,8 @@ class _Game:
         )
 
     def apply(self, turn: Turn, answer: str) -> None:
-        obs = turn.observation
         self.env.step(answer)
-        for agent, reward in self.env.rewards.items():
-            self.returns[agent] = self.returns.get(agent, 0.0) + float(reward)
-        info = self.env.infos.get(turn.agent, {})
-        parse = info.get("last_parse", {}) or {}
-        entry: dict[str, Any] = {
-            "agent": turn.agent,
-            "message": obs.get("message", ""),
-            "raw": answer,
-            "parsed": to_jsonable(parse.get("parsed")),
-            "valid": bool(parse.get("valid", True)),
-            "error": parse.get("error"),
-            "retry": int(obs.get("retry", 0)),
-            "side_question": turn.side_question,
-        }
-        if self.record_prompts:
-            entry["prompt"] = obs.get("prompt", "")
-        self.turns.append(entry)
+        self.answered(turn.agent, turn.observation, answer)
 
 
 def _description(policy: Policy, game_id: str, agent: str) -> dict[str, Any]:
@@ -160,29 +210,23 @@ def _description(policy: Policy, game_id: str, agent: str) -> dict[str, Any]:
     return to_jsonable(policy.describe())
 
 
-def episode_record(
-    game: _Game, env_id: str, env_config: Mapping[str, Any], policies: Mapping[str, Policy]
-) -> EpisodeRecord:
+def episode_record(game: _Game, policies: Mapping[str, Policy]) -> EpisodeRecord:
     """The record of a finished game (the contract rewards/ and reports read)."""
-    agents = game.env.possible_agents
     game_id = game.spec.game_id
-    return new_record(
-        game_id=game_id,
-        env_id=env_id,
-        env_config=to_jsonable(env_config),
-        seed=game.spec.seed,
-        options=to_jsonable(game.spec.options),
-        policies={agent: _description(policies[agent], game_id, agent) for agent in agents},
-        turns=game.turns,
-        infos={agent: to_jsonable(game.env.infos.get(agent, {})) for agent in agents},
-        rewards=game.returns,
-        eval_block=to_jsonable(game.spec.eval),
-        truncation_reason=game.truncation_reason,
-    )
+    described = {
+        agent: _description(policies[agent], game_id, agent) for agent in game.env.possible_agents
+    }
+    return game.record(described, game.truncation_reason)
 
 
 def _is_context_window(exc: BaseException) -> bool:
     return getattr(exc, "reason", None) == CONTEXT_WINDOW
+
+
+def _policy_failed(name: str, turns: int, exc: BaseException) -> RunnerError:
+    return RunnerError(
+        f"policy {name!r} failed while playing {turns} turn(s): {type(exc).__name__}: {exc}"
+    )
 
 
 def _named_games(exc: BaseException, game_ids: set[str]) -> set[str]:
@@ -213,10 +257,7 @@ def _act_around_context_window(
             answers = policy.act_batch([turn])
         except Exception as single:  # noqa: BLE001 - reported with context, records kept
             if not _is_context_window(single):
-                raise RunnerError(
-                    f"policy {name!r} failed while playing 1 turn(s): "
-                    f"{type(single).__name__}: {single}"
-                ) from single
+                raise _policy_failed(name, 1, single) from single
             game.truncation_reason = CONTEXT_WINDOW
             continue
         if len(answers) != 1:
@@ -265,7 +306,7 @@ def play_games(
     queue.reverse()  # pop() from the end keeps the given order
 
     def finish(game: _Game) -> None:
-        record = episode_record(game, env_id, env_config, policies)
+        record = episode_record(game, policies)
         records.append(record)
         stats.games += 1
         if on_record is not None:
@@ -312,10 +353,7 @@ def play_games(
                     raise
                 except Exception as exc:  # noqa: BLE001 - reported with context, records kept
                     if not _is_context_window(exc):
-                        raise RunnerError(
-                            f"policy {name!r} failed while playing {len(pairs)} turn(s): "
-                            f"{type(exc).__name__}: {exc}"
-                        ) from exc
+                        raise _policy_failed(name, len(pairs), exc) from exc
                     answered = _act_around_context_window(policy, pairs, exc, name)
                 stats.policy_seconds[name] = (
                     stats.policy_seconds.get(name, 0.0) + time.perf_counter() - t0

@@ -179,28 +179,37 @@ def hf_rows(scenarios: Sequence[Scenario]) -> dict[str, list[Any]]:
     return columns
 
 
-def to_hf_dataset(scenarios: Sequence[Scenario]) -> Any:
-    """A `datasets.Dataset` with one row per scenario (columns in the module docstring)."""
+def import_datasets() -> Any:
+    """The `datasets` module (imported only when a dataset is built), or one clear ImportError."""
     try:
         import datasets
-    except ImportError as exc:
+    except ImportError:
         raise ImportError(
-            "to_hf_dataset needs the `datasets` package (pip install 'tomgym[train]')"
-        ) from exc
+            'building a dataset needs the `datasets` package: pip install "tomgym[train]"'
+        ) from None
+    return datasets
+
+
+def hf_features(datasets: Any) -> dict[str, Any]:
+    """The `datasets` feature type of every `hf_rows` column."""
     text = datasets.Value("string")
-    features = datasets.Features(
-        {
-            "scenario_id": text,
-            "universe_id": text,
-            "split": text,
-            "theme": text,
-            "person": text,
-            "attacker_name": text,
-            "hierarchy": datasets.Sequence(text),
-            "universe": text,
-            "ground_truth": datasets.Sequence(text),
-            "prior_level": datasets.Value("int8"),
-            "prior": datasets.Sequence(text),
-        }
-    )
+    return {
+        "scenario_id": text,
+        "universe_id": text,
+        "split": text,
+        "theme": text,
+        "person": text,
+        "attacker_name": text,
+        "hierarchy": datasets.List(text),
+        "universe": text,
+        "ground_truth": datasets.List(text),
+        "prior_level": datasets.Value("int8"),
+        "prior": datasets.List(text),
+    }
+
+
+def to_hf_dataset(scenarios: Sequence[Scenario]) -> Any:
+    """A `datasets.Dataset` with one row per scenario (columns in the module docstring)."""
+    datasets = import_datasets()
+    features = datasets.Features(hf_features(datasets))
     return datasets.Dataset.from_dict(hf_rows(list(scenarios)), features=features)

@@ -27,6 +27,8 @@ from typing import Any
 
 from tomgym.envs.tomsb.universe import DEPTH, Scenario, Universe, UniverseError
 
+from tomgym.json_text import json_document, json_lines
+
 
 class ScenarioFileError(UniverseError):
     """A scenario file (or one record in it) cannot be loaded; the message says where and why."""
@@ -396,13 +398,7 @@ def _read_text(path: Path) -> str:
 
 
 def _read_json(path: Path) -> Any:
-    text = _read_text(path)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ScenarioFileError(
-            f"{path}: corrupt JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
-        ) from None
+    return json_document(_read_text(path), path, ScenarioFileError)
 
 
 def _looks_like_jsonl(path: Path, text: str) -> bool:
@@ -427,26 +423,13 @@ def load_scenarios(path: str | Path) -> list[Scenario]:
     source = str(path)
     scenarios: list[Scenario] = []
     if _looks_like_jsonl(path, text):
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ScenarioFileError(
-                    f"{path}:{lineno}: corrupt JSON ({exc.msg} at column {exc.colno})"
-                ) from None
+        for lineno, obj in json_lines(text.splitlines(), path, ScenarioFileError):
             where = f"{path}:{lineno}"
             scenarios.append(
                 scenario_from_record(obj, where=where, index=len(scenarios), source=source)
             )
     else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ScenarioFileError(
-                f"{path}: corrupt JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
-            ) from None
+        data = json_document(text, path, ScenarioFileError)
         if (
             isinstance(data, Mapping)
             and detect_format(data) == "unknown"

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tomgym.envs.decrypto.match import AGENTS as DECRYPTO_AGENTS
-from tomgym.envs.tomsb.benchmark import hf_rows, load_benchmark
+from tomgym.envs.tomsb.benchmark import hf_features, hf_rows, import_datasets, load_benchmark
 from tomgym.envs.tomsb.generator import SPLITS
 from tomgym.envs.tomsb.prompts import ATTACKER_VARIANTS
 from tomgym.envs.wrappers.text import DecryptoTextEnv, TextEnv, TomSBDefenderTextEnv
@@ -39,16 +39,6 @@ DECRYPTO_ENV_ID = "tomgym/decrypto-v0"
 DATASET_VERSION = "tomgym-datasets-1"
 
 
-def _datasets() -> Any:
-    try:
-        import datasets
-    except ImportError:
-        raise ImportError(
-            'exporting datasets needs the `datasets` package: pip install "tomgym[train]"'
-        ) from None
-    return datasets
-
-
 def row_seed(*parts: object) -> int:
     """A 31-bit seed from `parts`, identical in every process (BLAKE2, not salted `hash()`)."""
     text = "\x1f".join(str(p) for p in parts)
@@ -56,17 +46,18 @@ def row_seed(*parts: object) -> int:
     return int.from_bytes(digest, "little") % (2**31 - 1)
 
 
-def _message_feature(datasets: Any) -> Any:
+def _episode_features(datasets: Any, **columns: Any) -> Any:
+    """The features of a dataset of episode starts: `prompt`, `task`, `info`, then `columns`."""
     text = datasets.Value("string")
-    return datasets.List({"role": text, "content": text})
-
-
-def _info_feature(datasets: Any) -> Any:
-    return {
-        "env_id": datasets.Value("string"),
-        "seed": datasets.Value("int64"),
-        "options": datasets.Value("string"),
-    }
+    info = {"env_id": text, "seed": datasets.Value("int64"), "options": text}
+    return datasets.Features(
+        {
+            "prompt": datasets.List({"role": text, "content": text}),
+            "task": text,
+            "info": info,
+            **columns,
+        }
+    )
 
 
 def tomsb_dataset(
@@ -81,7 +72,7 @@ def tomsb_dataset(
 
     `env_config` goes to `TomSBDefenderTextEnv` (e.g. `max_attacker_turns`, `reveal_prior`).
     """
-    datasets = _datasets()
+    datasets = import_datasets()
     bad = [a for a in attackers if a not in ATTACKER_VARIANTS]
     if bad or not attackers:
         raise ValueError(f"attackers must be from {list(ATTACKER_VARIANTS)}, got {list(attackers)}")
@@ -123,25 +114,8 @@ def tomsb_dataset(
             for name, values in scenario_columns.items():
                 columns[name].append(values[i])
         env.close()
-    text = datasets.Value("string")
-    features = datasets.Features(
-        {
-            "prompt": _message_feature(datasets),
-            "task": text,
-            "info": _info_feature(datasets),
-            "attacker": text,
-            "scenario_id": text,
-            "universe_id": text,
-            "split": text,
-            "theme": text,
-            "person": text,
-            "attacker_name": text,
-            "hierarchy": datasets.List(text),
-            "universe": text,
-            "ground_truth": datasets.List(text),
-            "prior_level": datasets.Value("int8"),
-            "prior": datasets.List(text),
-        }
+    features = _episode_features(
+        datasets, attacker=datasets.Value("string"), **hf_features(datasets)
     )
     return datasets.Dataset.from_dict(columns, features=features)
 
@@ -158,7 +132,7 @@ def decrypto_dataset(
     speaks first (any given are still used in `text_env_for_row`). `env_config` goes to the
     text env (`max_rounds`, `prompt_variant`, `tom`, ...).
     """
-    datasets = _datasets()
+    datasets = import_datasets()
     if role not in DECRYPTO_AGENTS:
         raise ValueError(f"role must be one of {DECRYPTO_AGENTS}, got {role!r}")
     seed_list = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
@@ -177,16 +151,11 @@ def decrypto_dataset(
         columns["keywords"].append(list(game.keywords))
         columns["codes"].append([list(c) for c in game.codes])
     env.close()
-    text = datasets.Value("string")
-    features = datasets.Features(
-        {
-            "prompt": _message_feature(datasets),
-            "task": text,
-            "info": _info_feature(datasets),
-            "role": text,
-            "keywords": datasets.List(text),
-            "codes": datasets.List(datasets.List(datasets.Value("int8"))),
-        }
+    features = _episode_features(
+        datasets,
+        role=datasets.Value("string"),
+        keywords=datasets.List(datasets.Value("string")),
+        codes=datasets.List(datasets.List(datasets.Value("int8"))),
     )
     return datasets.Dataset.from_dict(columns, features=features)
 

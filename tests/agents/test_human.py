@@ -188,20 +188,30 @@ def test_policy_without_confirm_sends_at_once() -> None:
     assert policy.act(_decrypto_turn()) == 'ANSWER: {"guess": "4-3-2"}'
 
 
-def test_defender_estimates_default_to_the_previous_turn(tomsb_view: dict) -> None:
+def _human_tomsb_game(
+    seat: str, human: HumanPolicy, opponent: str, game: tuple[str, int], attacker_turns: int
+) -> dict:
+    """The record of one TOM-SB game (`game`: its id and seed, which fix the scripted
+    opponent's moves) played in process: `human` in `seat`, the `opponent` spec in the other."""
     from tomgym.agents.specs import make_policy
     from tomgym.training.runner import GameSpec, play_games
 
+    other = "defender_0" if seat == "attacker_0" else "attacker_0"
+    (record,) = play_games(
+        "tomgym/tomsb-v0",
+        [GameSpec(*game)],
+        {seat: human, other: make_policy(opponent)},
+        env_config={"max_attacker_turns": attacker_turns},
+    )
+    return record
+
+
+def test_defender_estimates_default_to_the_previous_turn(tomsb_view: dict) -> None:
     # turn 1 names a root and trust 2; turn 2 keeps both with Enter
     lines = ["Hello.", "1", "", "", "2", "", "Sure.", "", "", "", "", ""]
     policy = HumanPolicy(_scripted(lines), io.StringIO())
-    records = play_games(
-        "tomgym/tomsb-v0",
-        [GameSpec("t", 5)],
-        {"attacker_0": make_policy("scripted:base"), "defender_0": policy},
-        env_config={"max_attacker_turns": 3},
-    )
-    turns = [t for t in records[0]["turns"] if t["agent"] == "defender_0"]
+    record = _human_tomsb_game("defender_0", policy, "scripted:base", ("t", 5), attacker_turns=3)
+    turns = [t for t in record["turns"] if t["agent"] == "defender_0"]
     assert [t["valid"] for t in turns] == [True, True]
     first, second = (t["parsed"] for t in turns)
     assert first["attacker_trust_in_us"] == 2 and second["attacker_trust_in_us"] == 2
@@ -211,22 +221,15 @@ def test_defender_estimates_default_to_the_previous_turn(tomsb_view: dict) -> No
 
 
 def test_a_long_reply_is_asked_again_not_typed_as_raw_json() -> None:
-    from tomgym.agents.specs import make_policy
     from tomgym.envs.tomsb.parsing import MAX_REPLY_CHARS
-    from tomgym.training.runner import GameSpec, play_games
 
     long_reply = "word " * (MAX_REPLY_CHARS // 4)
     out = io.StringIO()
     policy = HumanPolicy(
         _scripted([long_reply, "Short.", "Fine."]), out, confirm=False, ask_estimates=False
     )
-    records = play_games(
-        "tomgym/tomsb-v0",
-        [GameSpec("t", 5)],
-        {"attacker_0": make_policy("scripted:base"), "defender_0": policy},
-        env_config={"max_attacker_turns": 2},
-    )
-    turns = [t for t in records[0]["turns"] if t["agent"] == "defender_0"]
+    record = _human_tomsb_game("defender_0", policy, "scripted:base", ("t", 5), attacker_turns=2)
+    turns = [t for t in record["turns"] if t["agent"] == "defender_0"]
     assert turns and all(t["valid"] for t in turns)
     assert turns[0]["parsed"]["reply"] == "Short."
     assert f"the limit is {MAX_REPLY_CHARS}" in out.getvalue()
@@ -234,9 +237,6 @@ def test_a_long_reply_is_asked_again_not_typed_as_raw_json() -> None:
 
 
 def test_attacker_plays_a_game_in_process() -> None:
-    from tomgym.agents.specs import make_policy
-    from tomgym.training.runner import GameSpec, play_games
-
     # turn 1: trust 3, keep the prior, "d" is refused at trust 3, then query again
     # turn 2: trust 0 (Enter keeps the belief), defender detected
     lines = [
@@ -258,13 +258,9 @@ def test_attacker_plays_a_game_in_process() -> None:
     ]
     out = io.StringIO()
     policy = HumanPolicy(_scripted(lines), out)
-    records = play_games(
-        "tomgym/tomsb-v0",
-        [GameSpec("a", 7)],
-        {"attacker_0": policy, "defender_0": make_policy("scripted:tom_heuristic")},
-        env_config={"max_attacker_turns": 5},
+    record = _human_tomsb_game(
+        "attacker_0", policy, "scripted:tom_heuristic", ("a", 7), attacker_turns=5
     )
-    (record,) = records
     mine = [t["parsed"] for t in record["turns"] if t["agent"] == "attacker_0"]
     assert [(m["trust_score"], m["signal"], m["prompt"]) for m in mine] == [
         (3, "query again", "Where does she work?"),

@@ -1,6 +1,6 @@
 """Fault injection for `OpenAICompatBackend` against a local scripted HTTP server.
 
-The server (http.server in a thread on 127.0.0.1, port 0) answers each request with the next
+The server (`tests.integrations.standin.ChatStandIn`) answers each request with the next
 scripted behaviour: a normal completion, an HTTP error (optionally with Retry-After), a slow
 response (client timeout), a truncated JSON body, or a dropped connection. Sleeps between retries
 go through an injectable function, so Retry-After and backoff are asserted on the values passed,
@@ -9,20 +9,18 @@ not on wall-clock time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
 pytest.importorskip("openai")
-
-import contextlib
 
 from tomgym.agents.base import Turn  # noqa: E402
 from tomgym.agents.llm import BackendError, LLMPolicy, make_llm_policy  # noqa: E402
@@ -31,125 +29,80 @@ from tomgym.agents.llm.backends.openai_compat import (  # noqa: E402
     parse_retry_after,
 )
 
+from tests.integrations.standin import ChatStandIn, completion, send_json  # noqa: E402
+
 SECRET = "sk-test-SECRET-do-not-leak-0123456789"
 KEY_ENV = "TOMGYM_TEST_OPENAI_KEY"
 
 
 def completion_body(text: str) -> bytes:
-    return json.dumps(
-        {
-            "id": "chatcmpl-test",
-            "object": "chat.completion",
-            "created": 0,
-            "model": "test-model",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
-        }
-    ).encode()
+    return json.dumps(completion(text, model="test-model", usage=(11, 3))).encode()
 
 
-class ScriptedServer:
+class ScriptedServer(ChatStandIn):
     """A chat-completions server that plays a queue of behaviours, one per request."""
 
     def __init__(self) -> None:
         self.script: deque[tuple[Any, ...]] = deque()
-        self.requests: list[dict[str, Any]] = []
         self.in_flight = 0
         self.max_in_flight = 0
-        self.lock = threading.Lock()
-        server = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def respond(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+        with self.lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            action = self.script.popleft() if self.script else ("ok", "default")
+        try:
+            self.play(handler, action, body)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
 
-            def log_message(self, *args: Any) -> None:  # keep test output quiet
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
-                length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
-                with server.lock:
-                    server.requests.append(
-                        {"headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
-                    )
-                    server.in_flight += 1
-                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
-                    action = server.script.popleft() if server.script else ("ok", "default")
-                try:
-                    self.play(action, body)
-                finally:
-                    with server.lock:
-                        server.in_flight -= 1
-
-            def reply(self, status: int, payload: bytes, headers: dict[str, str] | None = None):
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                for key, value in (headers or {}).items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def play(self, action: tuple[Any, ...], body: dict[str, Any]) -> None:
-                kind = action[0]
-                if kind == "ok":
-                    text = action[1] if len(action) > 1 else "ok"
-                    if text == "echo":
-                        text = body["messages"][-1]["content"]
-                    delay = action[2] if len(action) > 2 else 0.0
-                    time.sleep(delay)
-                    self.reply(200, completion_body(text))
-                elif kind == "status":
-                    error = json.dumps({"error": {"message": f"scripted {action[1]}"}}).encode()
-                    self.reply(action[1], error, action[2] if len(action) > 2 else None)
-                elif kind == "slow":
-                    time.sleep(action[1])
-                    with contextlib.suppress(OSError):
-                        self.reply(200, completion_body("too late"))
-                elif kind == "truncated":
-                    self.reply(200, completion_body("cut")[:40])
-                elif kind == "short_body":
-                    # Promise more bytes than are sent, then hang up mid-body.
-                    payload = completion_body("cut")
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload[:30])
-                    self.wfile.flush()
-                    self.close_connection = True
-                elif kind == "no_choices":
-                    self.reply(200, json.dumps({"id": "x", "choices": []}).encode())
-                elif kind == "close":
-                    self.close_connection = True
-                    self.connection.close()
-                else:
-                    raise AssertionError(f"unknown scripted action {kind}")
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self.thread.start()
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    @staticmethod
+    def play(
+        handler: BaseHTTPRequestHandler, action: tuple[Any, ...], body: dict[str, Any]
+    ) -> None:
+        kind = action[0]
+        if kind == "ok":
+            text = action[1] if len(action) > 1 else "ok"
+            if text == "echo":
+                text = body["messages"][-1]["content"]
+            delay = action[2] if len(action) > 2 else 0.0
+            time.sleep(delay)
+            send_json(handler, 200, completion_body(text))
+        elif kind == "status":
+            error = {"error": {"message": f"scripted {action[1]}"}}
+            send_json(handler, action[1], error, action[2] if len(action) > 2 else None)
+        elif kind == "slow":
+            time.sleep(action[1])
+            with contextlib.suppress(OSError):
+                send_json(handler, 200, completion_body("too late"))
+        elif kind == "truncated":
+            send_json(handler, 200, completion_body("cut")[:40])
+        elif kind == "short_body":
+            # Promise more bytes than are sent, then hang up mid-body.
+            payload = completion_body("cut")
+            handler.send_response(200)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(payload)))
+            handler.end_headers()
+            handler.wfile.write(payload[:30])
+            handler.wfile.flush()
+            handler.close_connection = True
+        elif kind == "no_choices":
+            send_json(handler, 200, {"id": "x", "choices": []})
+        elif kind == "close":
+            handler.close_connection = True
+            handler.connection.close()
+        else:
+            raise AssertionError(f"unknown scripted action {kind}")
 
 
 @pytest.fixture
 def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    yield srv
-    srv.close()
+    with ScriptedServer() as srv:
+        yield srv
 
 
 @pytest.fixture

@@ -3,21 +3,20 @@ against a server that echoes the API key (and its Authorization header) in its 4
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.cli import run_tomgym
+from tests.integrations.standin import ChatStandIn, send_json
 from tomgym import redaction
 
-REPO = Path(__file__).resolve().parents[2]
 # Matches no key pattern and its variable's name says nothing: only registration can catch it.
 PLAIN_KEY = "plain-key-Zx81Qw5599-echo"
 KEY_ENV = "TOMGYM_TEST_SERVICE_CRED"
@@ -81,59 +80,24 @@ def test_installed_process_redacts_streams_and_logs() -> None:
     assert "log [REDACTED]" in result.stderr
 
 
-class EchoingServer:
+class EchoingServer(ChatStandIn):
     """A chat-completions endpoint that answers 401 with the request's key in its body."""
 
-    def __init__(self) -> None:
-        self.authorizations: list[str] = []
-        server = self
+    @property
+    def authorizations(self) -> list[str]:
+        return [r["headers"].get("authorization", "") for r in self.requests]
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                auth = self.headers.get("Authorization", "")
-                server.authorizations.append(auth)
-                key = auth.removeprefix("Bearer ")
-                message = f"Incorrect API key {key}. You sent Authorization: {auth}"
-                body = json.dumps({"error": {"message": message, "api_key": key}}).encode()
-                self.send_response(401)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def respond(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+        auth = handler.headers.get("Authorization", "")
+        key = auth.removeprefix("Bearer ")
+        message = f"Incorrect API key {key}. You sent Authorization: {auth}"
+        send_json(handler, 401, {"error": {"message": message, "api_key": key}})
 
 
 @pytest.fixture
 def echoing_server() -> Iterator[EchoingServer]:
-    server = EchoingServer()
-    yield server
-    server.close()
-
-
-def _tomgym(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, KEY_ENV: PLAIN_KEY}
-    return subprocess.run(
-        [sys.executable, "-m", "tomgym.scripts.cli", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
+    with EchoingServer() as server:
+        yield server
 
 
 def _files(folder: Path) -> list[Path]:
@@ -150,16 +114,16 @@ def test_cli_never_shows_or_stores_an_echoed_key(
         f"openai:echo-model,base_url={echoing_server.base_url},api_key_env={KEY_ENV},"
         f"max_retries=0,on_failure={on_failure}"
     )
-    result = _tomgym(
+    result = run_tomgym(
         "play", "tomsb", "--agent", f"defender_0={spec}", "--games", "2",
-        "--max-attacker-turns", "2", "--out", str(out),
+        "--max-attacker-turns", "2", "--out", str(out), extra_env={KEY_ENV: PLAIN_KEY},
     )  # fmt: skip
     assert echoing_server.authorizations[0] == f"Bearer {PLAIN_KEY}"  # the key did travel
     assert "HTTP 401" in result.stderr  # and the server's error was reported
     streams = [result.stdout, result.stderr]
     if on_failure == "fallback":
         assert result.returncode == 0, result.stderr
-        report = _tomgym("report", str(out), "--quiet")
+        report = run_tomgym("report", str(out), "--quiet", extra_env={KEY_ENV: PLAIN_KEY})
         assert report.returncode == 0, report.stderr
         streams += [report.stdout, report.stderr]
         assert (out / "transcripts.html").is_file()

@@ -15,6 +15,7 @@ SCRIPTS = [
     "bench.bench_envs",
     "bench.bench_learning",
     "bench.bench_rollout",
+    "bench.gpu_check",
     "bench.k_sweep",
     "bench.prompt_tokens",
     "bench.tomsb_matrix",
@@ -38,3 +39,25 @@ def test_tomsb_matrix_runs_through_the_env(capsys: pytest.CaptureFixture[str]) -
     assert rates["truthful"]["base"]["all"]["extracted"] == 1.0
     assert rates["refusal"]["base"]["all"]["detected"] == 1.0
     assert rates["truthful"]["base"]["all"]["n"] == 60
+
+
+@pytest.mark.parametrize("backend", ["transformers", "vllm"])
+def test_gpu_check_configs_are_valid_training_configs(tmp_path, backend: str) -> None:
+    """The GPU check runs the same work on both backends; its configs must validate on CPU."""
+    pytest.importorskip("pydantic")
+    from tomgym.training.rl.train_config import TrainConfig
+
+    from bench.gpu_check import check_config
+
+    config = check_config(str(tmp_path), tmp_path / "run", steps=2, backend=backend)
+    cfg = TrainConfig.from_dict(config)
+    assert cfg.generation_backend == backend
+    same = {
+        k: v for k, v in config.items() if k not in ("generation_backend", "debug_check_tokens")
+    }
+    other = check_config(
+        str(tmp_path), tmp_path / "run", 2, "vllm" if backend != "vllm" else "transformers"
+    )
+    assert {k: other[k] for k in same if k in other and not k.startswith("vllm_")} == {
+        k: v for k, v in same.items() if not k.startswith("vllm_")
+    }

@@ -177,6 +177,16 @@ def _tomsb_text(draw, obj: dict) -> str:
     return head + draw(PROSE) + dumped + draw(PROSE)
 
 
+def _check_fields(draw, parse, own: dict, said: str, valid: bool) -> None:
+    """`own` fields among drawn extra keys, written as a hostile TOM-SB answer: `parse` returns
+    exactly them (the reflection and the `said` text stripped) when `valid`, else refuses."""
+    obj = {**draw(_extra_keys(tuple(own))), **own}
+    _, error, parsed = parse(_tomsb_text(draw, obj), U)
+    assert (parsed is not None) == valid, error
+    if parsed is not None:
+        assert parsed == {**own, "reflection": own["reflection"].strip(), said: own[said].strip()}
+
+
 @SETTINGS
 @given(
     data=st.data(),
@@ -192,17 +202,13 @@ def test_tomsb_defender_fields_come_from_the_answer(data, reflection, reply, tru
         "reflection": reflection,
         "reply": reply,
     }
-    obj = {**data.draw(_extra_keys(tuple(own))), **own}
-    move, error, parsed = parse_defender(_tomsb_text(data.draw, obj), U)
     valid = (
         _valid_belief(belief)
         and bool(reply.strip())
         and len(reply.strip()) <= MAX_REPLY_CHARS
         and len(reflection.strip()) <= MAX_REFLECTION_CHARS
     )
-    assert (parsed is not None) == valid, error
-    if parsed is not None:
-        assert parsed == {**own, "reflection": reflection.strip(), "reply": reply.strip()}
+    _check_fields(data.draw, parse_defender, own, "reply", valid)
 
 
 @SETTINGS
@@ -224,14 +230,10 @@ def test_tomsb_attacker_fields_come_from_the_answer(
         "signal": signal,
         "prompt": prompt,
     }
-    obj = {**data.draw(_extra_keys(tuple(own))), **own}
-    move, error, parsed = parse_attacker(_tomsb_text(data.draw, obj), U)
     valid = (
         _valid_belief(belief) and bool(prompt.strip()) and len(prompt.strip()) <= MAX_REPLY_CHARS
     )
-    assert (parsed is not None) == valid, error
-    if parsed is not None:
-        assert parsed == {**own, "reflection": reflection.strip(), "prompt": prompt.strip()}
+    _check_fields(data.draw, parse_attacker, own, "prompt", valid)
 
 
 def test_issue_cases() -> None:

@@ -1,10 +1,17 @@
-"""An OpenAI-compatible chat-completions stand-in: scripted replies per model, on 127.0.0.1.
+"""OpenAI-compatible chat-completions stand-ins on 127.0.0.1, for every test that needs a server.
 
-`StandInServer({"model-a": ["reply 1", "reply 2"], ...})` serves `POST .../chat/completions`
-from a thread in the test process (port 0, so parallel runs never collide): each request for
-model M gets M's next scripted reply, and is kept in `requests` for assertions. A request for a
-model with no reply left is answered 500, so a test that asks more than it scripted fails
-loudly instead of hanging.
+- `ChatStandIn`: the server itself, from a thread in the test process (port 0, so parallel runs
+  never collide). Every POST is kept in `requests` as `{"path", "headers" (lower-cased names),
+  "body" (the JSON body)}`, then answered by the subclass's `respond(handler, body)`. Use it as a
+  context manager (or call `close()`); it serves from construction on.
+- `send_json(handler, status, payload)` writes one JSON response; `completion(text, model=...)`
+  is the body of a successful chat completion, in the shape the `openai` client parses.
+- `StandInServer({"model-a": ["reply 1", "reply 2"], ...})`: scripted replies per model; each
+  request for model M gets M's next scripted reply. A request for a model with no reply left is
+  answered 500, so a test that asks more than it scripted fails loudly instead of hanging.
+
+Other tests subclass `ChatStandIn` for their own answers (fault injection in
+`tests/agents/test_openai_backend.py`, a key-echoing 401 in `tests/agents/test_secret_redaction.py`).
 """
 
 from __future__ import annotations
@@ -17,11 +24,58 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
-class StandInServer:
-    def __init__(self, replies: Mapping[str, Iterable[str]]) -> None:
-        self.replies = {model: deque(texts) for model, texts in replies.items()}
+def completion(
+    text: str,
+    *,
+    model: str,
+    completion_id: str = "chatcmpl-standin",
+    usage: tuple[int, int] = (1, 1),
+) -> dict[str, Any]:
+    """A finished chat completion answering `text`; `usage` is (prompt, completion) tokens."""
+    prompt_tokens, completion_tokens = usage
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def send_json(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    payload: Mapping[str, Any] | bytes,
+    headers: Mapping[str, str] | None = None,
+) -> None:
+    """One complete response; `payload` bytes are sent as they are (to send broken JSON)."""
+    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    for key, value in (headers or {}).items():
+        handler.send_header(key, value)
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+class ChatStandIn:
+    """A local HTTP server that records each POST and lets `respond` answer it."""
+
+    def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -33,53 +87,63 @@ class StandInServer:
             def do_POST(self) -> None:  # noqa: N802 - http.server API
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
-                status, payload = server._answer(self.path, body)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                with server.lock:
+                    server.requests.append({"path": self.path, "headers": headers, "body": body})
+                server.respond(self, body)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        # A short poll interval: `close()` waits for the serving loop to notice the shutdown.
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
 
     @property
     def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
+        host, port = self.httpd.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def _answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        model = str(body.get("model", ""))
-        with self._lock:
-            self.requests.append({"path": path, "body": body})
-            queue = self.replies.get(model)
-            if not path.endswith("/chat/completions") or not queue:
-                return 500, {"error": {"message": f"no scripted reply for {model!r} at {path}"}}
-            text = queue.popleft()
-        return 200, {
-            "id": f"chatcmpl-standin-{len(self.requests)}",
-            "object": "chat.completion",
-            "created": 0,
-            "model": model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
+    def respond(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+        """Answer one recorded request (called on the server's thread)."""
+        raise NotImplementedError
 
-    def requests_for(self, model: str) -> list[dict[str, Any]]:
-        return [r["body"] for r in self.requests if r["body"].get("model") == model]
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join(timeout=5)
 
-    def __enter__(self) -> StandInServer:
-        self._thread.start()
+    def __enter__(self) -> ChatStandIn:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+        self.close()
+
+
+class StandInServer(ChatStandIn):
+    """Scripted replies per model (see the module docstring)."""
+
+    def __init__(self, replies: Mapping[str, Iterable[str]]) -> None:
+        self.replies = {model: deque(texts) for model, texts in replies.items()}
+        super().__init__()
+
+    def __enter__(self) -> StandInServer:
+        return self
+
+    def respond(self, handler: BaseHTTPRequestHandler, body: dict[str, Any]) -> None:
+        model = str(body.get("model", ""))
+        with self.lock:
+            queue = self.replies.get(model)
+            text = queue.popleft() if queue and handler.path.endswith("/chat/completions") else None
+            number = len(self.requests)
+        if text is None:
+            message = f"no scripted reply for {model!r} at {handler.path}"
+            send_json(handler, 500, {"error": {"message": message}})
+            return
+        send_json(
+            handler, 200, completion(text, model=model, completion_id=f"chatcmpl-standin-{number}")
+        )
+
+    def requests_for(self, model: str) -> list[dict[str, Any]]:
+        return [r["body"] for r in self.requests if r["body"].get("model") == model]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import warnings
 
 import pytest
 
@@ -16,13 +15,6 @@ from tomgym.envs.wrappers.datasets import (  # noqa: E402 - after the importorsk
     text_env_for_row,
     tomsb_dataset,
 )
-
-
-@pytest.fixture(autouse=True)
-def _quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import pickle
-import warnings
 
 import numpy as np
 import pytest
@@ -30,13 +29,6 @@ VARIANTS = {
     "play_on_short": {"play_on": True, "max_rounds": 4},
 }
 HINTS = 'ANSWER: {"hints": ["ocean", "puppy", "engine"]}'
-
-
-@pytest.fixture(autouse=True)
-def _quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
 
 
 def aec(mode: str, **config):

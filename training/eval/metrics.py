@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 from scipy import stats
+from tomgym.envs.tomsb.game import OUTCOMES as TOMSB_OUTCOMES
 from tomgym.rewards import decrypto as decrypto_rewards
 from tomgym.rewards import tomsb as tomsb_rewards
 from tomgym.rewards.episode import (
@@ -68,7 +69,6 @@ from tomgym.rewards.episode import (
 from tomgym.rewards.shaping import agent_turns, format_ok
 
 CONFIDENCE = 0.95
-TOMSB_OUTCOMES = ("fooled", "extracted", "detected", "baited")
 DECRYPTO_ENDINGS = decrypto_rewards.ENDINGS
 HARD_PRIOR_LEVELS = (1, 2)
 DEFENDER = "defender_0"

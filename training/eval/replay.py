@@ -22,11 +22,13 @@ from tomgym.training.eval.jobs import (
     DECRYPTO_ENV,
     EvaluationError,
     check_resume,
-    play_into_folder,
+    play_and_close,
     spec_policy,
 )
 from tomgym.training.run_folder import RunFolder
 from tomgym.training.runner import GameSpec
+
+from tomgym.json_text import json_document, json_lines
 
 REPLAY_ROLES = ("decoder", "interceptor")
 
@@ -51,12 +53,7 @@ def load_recorded_games(path: str | Path) -> list[dict[str, Any]]:
     games: list[dict[str, Any]] = []
     stripped = text.lstrip()
     if stripped.startswith("{") and '"games"' in stripped[:20000] and "\n{" not in stripped:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise EvaluationError(
-                f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})"
-            ) from None
+        data = json_document(text, path, EvaluationError)
         for index, game in enumerate(data.get("games") or []):
             try:
                 games.append(
@@ -81,13 +78,7 @@ def load_recorded_games(path: str | Path) -> list[dict[str, Any]]:
             except (KeyError, TypeError) as exc:
                 raise EvaluationError(f"{path}: game {index} lacks field {exc}") from None
     else:
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise EvaluationError(f"{path}:{number}: corrupt record ({exc.msg})") from None
+        for number, record in json_lines(text.splitlines(), path, EvaluationError, what="record"):
             if "decrypto" not in str(record.get("env_id", "")):
                 raise EvaluationError(f"{path}:{number}: not a Decrypto episode record")
             info = (record.get("infos") or {}).get("encoder_0") or {}
@@ -193,21 +184,18 @@ def replay_decrypto(
         assignments[game["game_id"]] = {
             a: (policy if a == agent else player) for a in DECRYPTO_AGENTS
         }
-    try:
-        play_into_folder(
-            folder,
-            DECRYPTO_ENV,
-            game_specs,
-            assignments,
-            agents=DECRYPTO_AGENTS,
-            env_config={"strict_guesses": False},
-            concurrency=concurrency,
-            progress=progress,
-            stats=None,
-        )
-    finally:
-        policy.close()
-        folder.close()  # the run-folder lock: its games are all written
+    play_and_close(
+        folder,
+        DECRYPTO_ENV,
+        game_specs,
+        assignments,
+        [policy],
+        agents=DECRYPTO_AGENTS,
+        env_config={"strict_guesses": False},
+        concurrency=concurrency,
+        progress=progress,
+        stats=None,
+    )
     records = folder.records()
     summary = metrics.replay_summary(records)
     summary["overall"] = metrics.summarize(records)["overall"]

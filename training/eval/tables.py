@@ -139,35 +139,31 @@ def _flatten_hard(block: Mapping[str, Any]) -> dict[str, Any]:
 ROLES = ("encoder", "decoder", "interceptor")
 TRUNCATED_COLUMN = Column("truncated %", "truncated_rate")
 HEADLINE = ("avg_rounds", "avg_miscommunications", "avg_interceptions", "team_win_rate")
+
+
+def _outcome_columns(hard: bool = False) -> list[Column]:
+    """One rate column per TOM-SB outcome, over all games or (`hard`) the hard prior levels."""
+    title, metric = ("hard ", "hard_") if hard else ("", "")
+    return [Column(f"{title}{o} %", f"{metric}{o}_rate") for o in metrics.TOMSB_OUTCOMES]
+
+
+COUNT_COLUMN = Column("n", "n", rate=False, ci=False)
+TOM_COLUMNS = [Column("ToM %", "tom_accuracy"), Column("stepwise ToM %", "stepwise_tom")]
+AVG_TURNS_COLUMN = Column("avg turns", "avg_turns", rate=False)
 TOMSB_COLUMNS = [
-    Column("n", "n", rate=False, ci=False),
-    Column("fooled %", "fooled_rate"),
-    Column("extracted %", "extracted_rate"),
-    Column("detected %", "detected_rate"),
-    Column("baited %", "baited_rate"),
+    COUNT_COLUMN,
+    *_outcome_columns(),
     Column("hard n", "hard_n", rate=False, ci=False),
-    Column("hard fooled %", "hard_fooled_rate"),
-    Column("hard extracted %", "hard_extracted_rate"),
-    Column("hard detected %", "hard_detected_rate"),
-    Column("hard baited %", "hard_baited_rate"),
-    Column("ToM %", "tom_accuracy"),
-    Column("stepwise ToM %", "stepwise_tom"),
+    *_outcome_columns(hard=True),
+    *TOM_COLUMNS,
     Column("leak penalty", "leak_penalty", rate=False),
-    Column("avg turns", "avg_turns", rate=False),
+    AVG_TURNS_COLUMN,
     Column("format failures", "format_failures", rate=False),
 ]
-TOMSB_LEVEL_COLUMNS = [
-    Column("n", "n", rate=False, ci=False),
-    Column("fooled %", "fooled_rate"),
-    Column("extracted %", "extracted_rate"),
-    Column("detected %", "detected_rate"),
-    Column("baited %", "baited_rate"),
-    Column("ToM %", "tom_accuracy"),
-    Column("stepwise ToM %", "stepwise_tom"),
-    Column("avg turns", "avg_turns", rate=False),
-]
+# Per prior level, the headline columns only: a level is either all hard or not hard at all.
+TOMSB_LEVEL_COLUMNS = [COUNT_COLUMN, *_outcome_columns(), *TOM_COLUMNS, AVG_TURNS_COLUMN]
 JUDGE_COLUMNS = [
-    Column("n", "n", rate=False, ci=False),
+    COUNT_COLUMN,
     Column("judge errors", "judge_errors", rate=False, ci=False),
     Column("excluded", "excluded", rate=False, ci=False),
     Column("agreement %", "agreement"),

@@ -336,18 +336,24 @@ def test_llm_judges_sample_greedily_unless_the_spec_says_otherwise() -> None:
 # ---- on real runs, in the report and on the command line ---------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def scripted_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("judge") / "run"
+def play_run_to_judge(out: Path, max_scenarios: int, **evaluate: Any) -> Path:
+    """`out` holds a small TOM-SB evaluation: the scripted ToM defender against the base and the
+    bluffing attacker, one episode of each of `max_scenarios` scenarios."""
     evaluate_tomsb(
         "scripted:tom_heuristic",
         ["base", "bluffing"],
         episodes_per_scenario=1,
         seeds=1,
-        max_scenarios=6,
+        max_scenarios=max_scenarios,
         out_dir=out,
+        **evaluate,
     )
     return out
+
+
+@pytest.fixture(scope="module")
+def scripted_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return play_run_to_judge(tmp_path_factory.mktemp("judge") / "run", max_scenarios=6)
 
 
 def test_scripted_judge_agrees_with_the_rules_on_played_games(scripted_run: Path) -> None:

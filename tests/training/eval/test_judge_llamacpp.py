@@ -12,27 +12,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tomgym.training.eval.jobs import evaluate_tomsb
 from tomgym.training.eval.judge import judge_folder
 from tomgym.training.eval.report import make_report
 from tomgym.training.run_folder import RunFolder
 
 from tests.agents.test_integration_llamacpp import llamacpp_url  # noqa: F401 - fixture
+from tests.training.eval.test_judge import play_run_to_judge
 
 pytestmark = pytest.mark.integration
 
 
 def test_served_model_judges_a_run_folder(llamacpp_url: str, tmp_path: Path) -> None:  # noqa: F811
-    out = tmp_path / "run"
-    evaluate_tomsb(
-        "scripted:tom_heuristic",
-        ["base", "bluffing"],
-        episodes_per_scenario=1,
-        seeds=1,
-        max_scenarios=2,
-        out_dir=out,
-        env_config={"max_attacker_turns": 4},
-    )
+    out = play_run_to_judge(tmp_path / "run", 2, env_config={"max_attacker_turns": 4})
     spec = (
         f"openai:smollm2,base_url={llamacpp_url},api_key_env=TOMGYM_LLAMACPP_KEY,"
         "max_new_tokens=96,max_retries=2,max_concurrency=4"

@@ -14,6 +14,8 @@ from tomgym.training.eval.metrics import (
     wilson_interval,
 )
 
+from tests.rewards import records
+
 LEVELS = ("division", "team", "project")
 TRUTH = {"division": "Research", "team": "NLP", "project": "Atlas"}
 
@@ -64,24 +66,13 @@ def tomsb_record(
 def decrypto_record(
     game_id: str, ending: str, rounds: int, misc: int, inter: int, tom: dict | None = None
 ) -> dict[str, Any]:
-    info = {
-        "ending": ending,
-        "team_won": ending == "survived",
-        "rounds": rounds,
-        "miscommunications": misc,
-        "interceptions": inter,
-    }
-    if tom is not None:
-        info["tom"] = tom
-    return {
-        "game_id": game_id,
-        "env_id": "tomgym/decrypto-v0",
-        "seed": 0,
-        "policies": {a: {"name": "random"} for a in ("encoder_0", "decoder_0", "interceptor_0")},
-        "turns": [],
-        "infos": {a: dict(info) for a in ("encoder_0", "decoder_0", "interceptor_0")},
-        "outcome": ending,
-    }
+    """`tests.rewards.records.decrypto_record` under its own id, played by random policies with
+    no turns logged (so no format failures count)."""
+    record = records.decrypto_record(ending, misc, inter, rounds, tom)
+    record["game_id"] = game_id
+    record["policies"] = {agent: {"name": "random"} for agent in record["infos"]}
+    record["turns"] = []
+    return record
 
 
 def test_wilson_interval_known_values() -> None:

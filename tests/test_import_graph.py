@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 TRL_ADAPTER = "tomgym.training.rl.trl_adapter"
 FORBIDDEN = {
     "tomgym.envs": ("tomgym.agents", "tomgym.training", "tomgym.scripts"),
