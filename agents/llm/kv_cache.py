@@ -23,8 +23,9 @@ over a batch of token-id prompts, each optionally tagged with a conversation key
   RNG (seed it outside, e.g. inside `torch.random.fork_rng`). Log-probs are those of
   `log_softmax(logits / logprob_temperature)` (1 = the raw distribution).
 - A row stops at an end-of-sequence token (`finish_reason="eos"`, the token is kept), when
-  `stop_when(decoded_text)` says the answer is complete (`"answer"`), or at `max_new_tokens`
-  (`"length"`).
+  `stop_when(decoded_text)` says the answer is complete (`"answer"`), when `repetition_guard`
+  is on and its ids end in a runaway loop (`repeating_tail`: the same 1-4-token pattern 8 times
+  in a row, `"repetition"`), or at `max_new_tokens` (`"length"`).
 - Context window: a prompt with `len(prompt) + max_new_tokens > context_window` is never fed;
   `generate` raises `ContextWindowExceeded` naming every such row before any work is done, so the
   caller ends those conversations as truncated (reason `"context_window"`) instead of feeding
@@ -51,6 +52,28 @@ DEFAULT_MAX_CACHED_TOKENS = 131_072
 
 DEFAULT_PREFILL_CHUNK_TOKENS = 4096
 """Rows x new tokens per prefill forward pass: bounds the attention scores' memory."""
+
+REPEAT_MAX_PERIOD = 4
+"""Longest token pattern the repetition guard looks for."""
+
+REPEAT_MIN_COUNT = 8
+"""Back-to-back copies of a pattern that count as a runaway loop (a small model's "tom_tom_...")."""
+
+
+def repeating_tail(
+    ids: Sequence[int], *, max_period: int = REPEAT_MAX_PERIOD, min_count: int = REPEAT_MIN_COUNT
+) -> bool:
+    """True when `ids` ends with `min_count` back-to-back copies of one 1..`max_period`-token
+    pattern (checked for every period; costs at most `max_period * min_count` comparisons)."""
+    for period in range(1, max_period + 1):
+        span = period * min_count
+        if len(ids) < span:
+            break
+        tail = ids[-span:]
+        if all(tail[i] == tail[i - period] for i in range(period, span)):
+            return True
+    return False
+
 
 # Grouping slack: a prompt joins a prefill group while the group's padded token count stays
 # within this factor of its real token count.
@@ -180,7 +203,7 @@ class Completion:
 
     ids: list[int]
     logprobs: list[float] = field(default_factory=list)
-    finish_reason: str = "length"  # "eos" | "answer" | "length"
+    finish_reason: str = "length"  # "eos" | "answer" | "repetition" | "length"
 
 
 class _GrowingLayer(DynamicLayer):
@@ -339,12 +362,14 @@ class CachedGenerator:
         top_k: int = 0,
         logprob_temperature: float = 1.0,
         stop_when: Callable[[list[int]], bool] | None = None,
+        repetition_guard: bool = False,
         max_batch_size: int = 64,
     ) -> list[Completion]:
         """One completion per prompt; `keys[i]` names its conversation (None: not cached).
 
         `stop_when(completion_ids)` is asked after each token (that is not EOS) whether the answer
-        is complete. Two prompts of one call must not share a key.
+        is complete; `repetition_guard` stops a row whose ids end in `repeating_tail`. Two
+        prompts of one call must not share a key.
         """
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -370,6 +395,7 @@ class CachedGenerator:
                 top_k=top_k,
                 logprob_temperature=logprob_temperature,
                 stop_when=stop_when,
+                repetition_guard=repetition_guard,
                 keep_state=[keys[i] is not None and self.store is not None for i in group],
             )
             for i, completion, state in zip(group, completions, states, strict=True):
@@ -439,6 +465,7 @@ class CachedGenerator:
         top_k: int,
         logprob_temperature: float,
         stop_when: Callable[[list[int]], bool] | None,
+        repetition_guard: bool,
         keep_state: list[bool],
     ) -> tuple[list[Completion], list[_Entry | None]]:
         device = self.model.device
@@ -499,6 +526,8 @@ class CachedGenerator:
                     completion.finish_reason = "eos"
                 elif stop_when is not None and stop_when(completion.ids):
                     completion.finish_reason = "answer"
+                elif repetition_guard and repeating_tail(completion.ids):
+                    completion.finish_reason = "repetition"
                 elif len(completion.ids) >= max_new_tokens:
                     completion.finish_reason = "length"
                 else:

@@ -75,7 +75,7 @@ def llamacpp_url() -> Iterator[str]:
         "--port",
         str(port),
         "--n_ctx",
-        "2048",
+        "8192",  # the model's own window: a whole TOM-SB episode outgrows 2048
     ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"

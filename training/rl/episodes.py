@@ -215,6 +215,7 @@ def trl_batch(
                 "turns": t.turns,
                 "capped_turns": t.capped_turns,
                 "answer_stops": t.answer_stops,
+                "repetition_stops": t.repetition_stops,
                 "fallback_turns": t.fallback_turns,
                 "context_window_turns": t.context_window_turns,
                 "completion_tokens": len(completion),
@@ -234,6 +235,7 @@ def trl_batch(
         "rollout/turns_per_episode": sum(e.tokens.turns for e in episodes) / n,
         "rollout/capped_turns": float(sum(e.tokens.capped_turns for e in episodes)),
         "rollout/answer_stops": float(sum(e.tokens.answer_stops for e in episodes)),
+        "rollout/repetition_stops": float(sum(e.tokens.repetition_stops for e in episodes)),
         "rollout/fallback_turns": float(sum(e.tokens.fallback_turns for e in episodes)),
         "rollout/context_window_turns": float(sum(e.tokens.context_window_turns for e in episodes)),
     }

@@ -13,6 +13,9 @@ play, evaluation and training sample one way:
   ends, before the step's optimisation, and `forget(game_id)` drops one finished game.
 - `stop_at_answer`: a row stops once its decoded text holds a whole protocol answer
   (`agents.llm.stopping.answer_stop`); it comes back without EOS, `finish_reason="answer"`.
+- `repetition_guard`: a row stops once its ids end in a runaway loop
+  (`agents.llm.kv_cache.repeating_tail`); it comes back without EOS,
+  `finish_reason="repetition"`, and the trained policy treats it as a capped turn.
 - Log-probs are those of the distribution the tokens were drawn from when `top_p == 1` and
   `top_k == 0`: `log_softmax(logits / temperature)` (greedy: temperature 1), which is what the
   GRPO trainer re-scores.
@@ -38,7 +41,8 @@ class Sampled:
     """One sampled continuation: ids (through the first EOS if any) and their log-probs.
 
     `finish_reason`: `"eos"` (the ids end with it), `"answer"` (stopped at the close of a
-    protocol answer, no EOS) or `"length"` (the token cap).
+    protocol answer, no EOS), `"repetition"` (stopped in a runaway loop, no EOS) or `"length"`
+    (the token cap).
     """
 
     ids: list[int]
@@ -70,6 +74,7 @@ class HFGenerateFn:
         eos_token_ids: Sequence[int] | None = None,
         store: KVCacheStore | None = None,
         stop_at_answer: bool = False,
+        repetition_guard: bool = False,
     ) -> None:
         from tomgym.agents.llm.kv_cache import CachedGenerator
         from tomgym.agents.llm.stopping import answer_stop
@@ -81,6 +86,7 @@ class HFGenerateFn:
         self.top_p = float(top_p)
         self.top_k = int(top_k)
         self.stop_when = answer_stop(tokenizer) if stop_at_answer else None
+        self.repetition_guard = bool(repetition_guard)
         self.engine = CachedGenerator(
             model,
             eos_token_ids=list(eos_token_ids or [tokenizer.eos_token_id]),
@@ -104,6 +110,7 @@ class HFGenerateFn:
             top_k=self.top_k,
             logprob_temperature=self.temperature if self.temperature > 0 else 1.0,
             stop_when=self.stop_when,
+            repetition_guard=self.repetition_guard,
         )
         return [Sampled(list(c.ids), list(c.logprobs), c.finish_reason) for c in completions]
 
@@ -131,6 +138,7 @@ def hf_generate_fn(
     eos_token_ids: Sequence[int] | None = None,
     store: KVCacheStore | None = None,
     stop_at_answer: bool = False,
+    repetition_guard: bool = False,
 ) -> HFGenerateFn:
     """A `GenerateFn` over a transformers model; `store` enables KV reuse across turns."""
     return HFGenerateFn(
@@ -142,6 +150,7 @@ def hf_generate_fn(
         eos_token_ids=eos_token_ids,
         store=store,
         stop_at_answer=stop_at_answer,
+        repetition_guard=repetition_guard,
     )
 
 

@@ -16,7 +16,9 @@ else in between, so the sequence the loss sees is the sequence the model saw:
 
 `ChatRenderer` renders chat templates in token ids, `EpisodeTokens` holds one game's sequence,
 `debug_check_episode` compares a spliced sequence with a fresh render and a re-score. The policy
-that fills `EpisodeTokens` is `training.rl.trainable.TrainablePolicy`.
+that fills `EpisodeTokens` while sampling is `training.rl.trainable.TrainablePolicy`;
+`episode_from_chat` splices a finished chat (a scripted teacher's, for the SFT warm start) the
+same way, with its written answers in place of sampled ids.
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ class EpisodeTokens:
     turns: int = 0
     capped_turns: int = 0
     answer_stops: int = 0  # turns stopped at the close of their protocol answer (EOS mask 0)
+    repetition_stops: int = 0  # capped turns the repetition guard stopped in a runaway loop
     fallback_turns: int = 0
     context_window_turns: int = 0  # turns never fed: the context window was full (truncated)
     side_questions: int = 0
@@ -143,3 +146,40 @@ def debug_check_episode(
         deviation = max(diffs) if diffs else math.nan
     result["max_logprob_deviation"] = deviation
     return result
+
+
+def episode_from_chat(
+    renderer: ChatRenderer, game_id: str, chat: Sequence[Mapping[str, str]]
+) -> EpisodeTokens:
+    """A finished chat ([system], user, assistant, user, assistant, ...) as a rollout's sequence.
+
+    Spliced exactly as `TrainablePolicy` splices a sampled game (see the module doc): each
+    assistant answer is its encoded text plus EOS with mask 1 (`sampled_tokens` counts them),
+    the prompt and every user suffix mask 0. Raises `ValueError` for a chat that does not
+    alternate user/assistant or has no assistant turn.
+    """
+    messages = [dict(m) for m in chat]
+    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+    turns = messages[1:] if system else messages
+    roles = [m["role"] for m in turns]
+    if (
+        not roles
+        or roles[0] != "user"
+        or any(role != ("user" if i % 2 == 0 else "assistant") for i, role in enumerate(roles))
+    ):
+        raise ValueError(f"chat of {game_id!r} does not alternate user/assistant: {roles}")
+    ep = EpisodeTokens(game_id, messages=messages)
+    for msg in turns:
+        if msg["role"] == "user":
+            if ep.started:
+                ep.extend(renderer.user_suffix_ids(system, msg["content"]), 0)
+            else:
+                ep.prompt_ids = renderer.first_turn_ids(system, msg["content"])
+            ep.turns += 1
+        else:
+            ids = [*renderer.encode(msg["content"]), renderer.eos_id]
+            ep.extend(ids, 1)
+            ep.sampled_tokens += len(ids)
+    if not any(ep.env_mask):
+        raise ValueError(f"chat of {game_id!r} has no assistant turn")
+    return ep

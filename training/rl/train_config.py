@@ -231,6 +231,12 @@ class TrainConfig(BaseModel):
         "Stop a turn once its protocol answer is complete (JSON object / ANSWER: line); the "
         "sampled ids are kept and an EOS is appended with mask 0, as for capped turns.",
     )
+    repetition_guard: bool = _f(
+        True,
+        "Stop a turn caught in a runaway loop (its last tokens repeat one 1-4-token pattern 8 "
+        "times, agents.llm.kv_cache.repeating_tail) instead of decoding to the token cap; it "
+        "counts as a capped turn (EOS appended with mask 0).",
+    )
     generation_backend: GenerationBackend = _f(
         "transformers",
         "Engine of the trained policy's rollouts: 'transformers' (the training model itself, "

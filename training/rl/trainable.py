@@ -17,6 +17,8 @@ game, the exact token sequence the model saw and sampled (`training.rl.tokens.Ep
   conversation's cache).
 - A turn stopped at the close of its protocol answer (`finish_reason == "answer"`) keeps its
   sampled ids and gets an EOS with mask 0, as a capped turn does; counted in `answer_stops`.
+- A turn stopped by the repetition guard (`finish_reason == "repetition"`) is a capped turn
+  (EOS with mask 0, counted in `capped_turns`), also counted in `repetition_stops`.
 - A turn whose context would outgrow the model's context window (`ContextWindowExceeded`) is
   never fed: it is answered with the fallback text (mask 0) and counted in
   `context_window_turns`, the episode's recorded truncation reason.
@@ -183,6 +185,8 @@ class TrainablePolicy(BasePolicy):
                     ep.answer_stops += 1
                 else:
                     ep.capped_turns += 1
+                    if out.finish_reason == "repetition":
+                        ep.repetition_stops += 1
             ep.messages.append({"role": "assistant", "content": text})
 
     def _answer_unsampled(

@@ -20,8 +20,9 @@ Run folder and resume (`train(cfg, resume=...)`), all checked before anything is
 - A fresh run refuses an `output_dir` that already holds a run (`train_config.json`).
 - `resume=True` compares the config with the run's `train_config.json` and refuses any
   difference outside `RESUME_MAY_CHANGE` with a one-line diff; only then is the file rewritten.
-- Stages are restored exactly: the SFT warm start saves its merged weights
-  (`sft/model/`) before its stage marker (`sft_warmstart.json`); a resumed run with the marker
+- Stages are restored exactly: the SFT warm start saves its merged weights and the tokenizer
+  (`sft/model/`, loadable as the policy spec `hf:<output_dir>/sft/model`) before its stage
+  marker (`sft_warmstart.json`); a resumed run with the marker
   loads those weights instead of the base model (without it, the warm start runs again), then
   continues GRPO from the last `checkpoint-N` (or from step 0 when there is none). The RNG is
   re-seeded at the start of the GRPO stage, so a run interrupted after its warm start and resumed
@@ -55,7 +56,7 @@ from tomgym.training.rl.episodes import (
 )
 from tomgym.training.rl.generation import HFGenerateFn, hf_generate_fn, hf_score_fn
 from tomgym.training.rl.opponents import build_opponent, build_opponents, opponent_for
-from tomgym.training.rl.tokens import ChatRenderer
+from tomgym.training.rl.tokens import ChatRenderer, EpisodeTokens, episode_from_chat
 from tomgym.training.rl.train_config import (
     RESUME_MAY_CHANGE,
     ConfigError,
@@ -234,6 +235,7 @@ class TrainingSession:
             top_p=self.cfg.top_p,
             store=self.kv_store,
             stop_at_answer=self.cfg.stop_at_answer,
+            repetition_guard=self.cfg.repetition_guard,
         )
 
     def rollout_generate(self, trainer: Any, model: Any) -> Any:
@@ -251,6 +253,7 @@ class TrainingSession:
             eos_token_ids=[self.tokenizer.eos_token_id],
             seed=derive_seed(self.cfg.seed, "vllm", trainer.state.global_step, self.rollout_calls),
             weights_current=weights_current,
+            repetition_guard=self.cfg.repetition_guard,
         )
 
     # -- rollout -------------------------------------------------------------------------------
@@ -454,20 +457,20 @@ class TranscriptRecorder(BasePolicy):
     def describe(self) -> dict[str, Any]:
         return self.inner.describe()
 
-    def take_examples(self, game_id: str) -> list[dict[str, Any]]:
-        """The game's prompt/completion chat examples, one per assistant turn; keeps nothing."""
-        chat = self.chats.pop(game_id, [])
-        return [
-            {"prompt": chat[:i], "completion": [msg]}
-            for i, msg in enumerate(chat)
-            if msg["role"] == "assistant"
-        ]
+    def take_chat(self, game_id: str) -> list[dict[str, str]]:
+        """The game's chat ([system], user, assistant, ...); keeps nothing of it."""
+        return self.chats.pop(game_id, [])
 
 
 def sft_warmstart(
     session: TrainingSession, model: Any, out_dir: Path
 ) -> tuple[Any, dict[str, Any]]:
-    """Imitate `sft_teacher`'s transcripts (TRL SFTTrainer + LoRA, merged); returns model, report."""
+    """Imitate `sft_teacher`'s games (TRL SFTTrainer + LoRA, merged); returns model, report.
+
+    Each teacher game becomes one sequence spliced as a GRPO rollout is (`episode_from_chat`):
+    the loss covers every defender turn of the game at once, and the dialogue is encoded once
+    per game rather than once per turn.
+    """
     from tomgym.training.rl.trl_adapter import run_sft
 
     cfg = session.cfg
@@ -483,10 +486,13 @@ def sft_warmstart(
     router = RoutedPolicy(name="opponents")
     for gid, row, _ in games:
         router.assign(gid, {a: opponent_for(o, row.route) for a, o in session.opponents.items()})
-    examples: list[dict[str, Any]] = []
+    episodes: dict[str, EpisodeTokens] = {}
 
     def take(record: EpisodeRecord) -> None:  # before the runner makes the teacher forget
-        examples.extend(teacher.take_examples(record["game_id"]))
+        game_id = record["game_id"]
+        chat = teacher.take_chat(game_id)
+        if any(msg["role"] == "assistant" for msg in chat):
+            episodes[game_id] = episode_from_chat(session.renderer, game_id, chat)
 
     records = play_games(
         cfg.env_id,
@@ -496,13 +502,14 @@ def sft_warmstart(
         env_config=cfg.env_config or None,
         on_record=take,
     )
-    if not examples:
+    if not episodes:
         raise RuntimeError(f"the SFT teacher {cfg.sft_teacher!r} produced no transcripts")
+    sequences = [episodes[gid] for gid, _row, _seed in games if gid in episodes]  # game order
     started = time.perf_counter()
     model, metrics = run_sft(
         model,
         session.tokenizer,
-        examples,
+        sequences,
         output_dir=str(out_dir / "sft"),
         steps=cfg.sft_steps,
         learning_rate=cfg.sft_learning_rate,
@@ -511,15 +518,21 @@ def sft_warmstart(
         peft_config=lora_config(cfg) if cfg.use_lora else None,
         use_cpu=not _cuda(),
     )
+    seconds = time.perf_counter() - started
     outcomes: dict[str, int] = {}
     for r in records:
         outcomes[str(r["outcome"])] = outcomes.get(str(r["outcome"]), 0) + 1
+    tokens = [len(ep.prompt_ids) + len(ep.completion_ids) for ep in sequences]
     report = {
         "teacher": cfg.sft_teacher,
         "games": len(games),
-        "examples": len(examples),
+        "examples": len(sequences),  # one sequence per teacher game
+        "defender_turns": sum(ep.turns for ep in sequences),
+        "tokens_per_sequence": sum(tokens) / len(tokens),
+        "loss_tokens_per_sequence": sum(ep.sampled_tokens for ep in sequences) / len(sequences),
         "teacher_outcomes": outcomes,
-        "seconds": time.perf_counter() - started,
+        "seconds": seconds,
+        "seconds_per_step": seconds / cfg.sft_steps,
         **{f"train/{k}": v for k, v in metrics.items()},
     }
     return model, report
@@ -663,6 +676,8 @@ def warm_started_model(
     model, report = sft_warmstart(session, load_model(cfg, session.model_path), out_dir)
     if is_main_process():
         model.save_pretrained(str(weights))
+        # With the tokenizer beside it the folder is a policy spec: `hf:<output_dir>/sft/model`.
+        session.tokenizer.save_pretrained(str(weights))
         _write_json(marker, report)
     return model, report
 

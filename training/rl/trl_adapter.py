@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
+from tomgym.training.rl.tokens import EpisodeTokens
 from trl import GRPOConfig, GRPOTrainer
 from trl.models import unwrap_model_for_generation
 
@@ -209,10 +210,22 @@ def gather_max(trainer: GRPOTrainer, value: int) -> int:
     return int(trainer.accelerator.gather(tensor).max().item())
 
 
+def sft_rows(episodes: Sequence[EpisodeTokens]) -> list[dict[str, list[int]]]:
+    """Pre-tokenised SFT rows: the whole spliced sequence, labels -100 wherever the mask is 0."""
+    rows = []
+    for ep in episodes:
+        ids = ep.prompt_ids + ep.completion_ids
+        mask = [0] * len(ep.prompt_ids) + ep.env_mask
+        rows.append(
+            {"input_ids": ids, "labels": [t if m else -100 for t, m in zip(ids, mask, strict=True)]}
+        )
+    return rows
+
+
 def run_sft(
     model: Any,
     tokenizer: Any,
-    examples: list[dict[str, Any]],
+    episodes: Sequence[EpisodeTokens],
     *,
     output_dir: str,
     steps: int,
@@ -223,10 +236,10 @@ def run_sft(
     bf16: bool = False,
     use_cpu: bool = True,
 ) -> tuple[Any, dict[str, Any]]:
-    """Supervised warm start on prompt/completion chat examples (loss on completions only).
+    """Supervised warm start on spliced episodes (loss where `env_mask` is 1, `sft_rows`).
 
-    Returns the trained model (PEFT adapters merged, so GRPO starts a fresh adapter on top) and
-    the train metrics.
+    `batch_size` episodes per optimisation step. Returns the trained model (PEFT adapters
+    merged, so GRPO starts a fresh adapter on top) and the train metrics.
     """
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
@@ -235,8 +248,8 @@ def run_sft(
         output_dir=output_dir,
         max_steps=steps,
         learning_rate=learning_rate,
-        # One sequence at a time, accumulated: multi-turn transcripts are long and the logits of
-        # a 49k-token vocabulary dominate memory (batch 8 needed over 20 GB on CPU).
+        # One sequence at a time, accumulated: whole episodes are long and the logits of a
+        # 49k-token vocabulary dominate memory (batch 8 needed over 20 GB on CPU).
         per_device_train_batch_size=1,
         gradient_accumulation_steps=batch_size,
         lr_scheduler_type="constant",
@@ -247,15 +260,14 @@ def run_sft(
         seed=seed,
         bf16=bf16,
         use_cpu=use_cpu,
-        completion_only_loss=True,
         gradient_checkpointing=False,
-        max_length=None,
+        max_length=None,  # an episode is never cut: its last turns would lose their loss
         packing=False,
     )
     trainer = SFTTrainer(
         model=model,
         args=args,
-        train_dataset=Dataset.from_list(examples),
+        train_dataset=Dataset.from_list(sft_rows(episodes)),
         processing_class=tokenizer,
         peft_config=peft_config,
     )
@@ -263,4 +275,8 @@ def run_sft(
     trained = trainer.model
     if hasattr(trained, "merge_and_unload"):
         trained = trained.merge_and_unload()
-    return trained, dict(result.metrics)
+    losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+    metrics = dict(result.metrics)
+    if losses:
+        metrics["first_loss"], metrics["last_loss"] = losses[0], losses[-1]
+    return trained, metrics

@@ -206,8 +206,10 @@ class VLLMGenerateFn:
 
     Request `j` of the `w`-th wave gets seed `derive_seed(seed, w, j) % 2**63` (vLLM seeds are
     signed 64-bit), so a rerun with the same `seed` samples the same tokens. Completions are
-    cut after the first EOS (`finish_reason="eos"`), as on the transformers path; a completion
-    that hits the token cap is `"length"`. The engine keeps its own prefix cache (TRL resets it
+    cut after the first EOS (`finish_reason="eos"`), as on the transformers path; with
+    `repetition_guard` a completion is cut where the transformers engine would have stopped it
+    (the first prefix ending in `agents.llm.kv_cache.repeating_tail`, `"repetition"`); a
+    completion that hits the token cap is `"length"`. The engine keeps its own prefix cache (TRL resets it
     with every weight push), so `invalidate` and `forget` have nothing to drop here and
     `accepts_keys` is False.
     """
@@ -224,8 +226,10 @@ class VLLMGenerateFn:
         eos_token_ids: Sequence[int] = (),
         seed: int = 0,
         weights_current: Callable[[], bool] | None = None,
+        repetition_guard: bool = False,
     ) -> None:
         self.engine = engine
+        self.repetition_guard = bool(repetition_guard)
         self.sampling = SamplingSettings(temperature, top_p, top_k, tuple(eos_token_ids))
         self.eos = frozenset(eos_token_ids)
         self.seed = seed
@@ -249,7 +253,7 @@ class VLLMGenerateFn:
         results = self.engine.complete(requests, self.sampling) if requests else []
         if len(results) != len(requests):
             raise EngineError(f"engine returned {len(results)} completions for {len(requests)}")
-        return [_cut_at_eos(r, self.eos) for r in results]
+        return [_cut_at_eos(r, self.eos, self.repetition_guard) for r in results]
 
     def forget(self, game_id: str) -> int:
         return 0
@@ -266,8 +270,13 @@ def vllm_generate_fn(engine: Engine, **settings: Any) -> VLLMGenerateFn:
     return VLLMGenerateFn(engine, **settings)
 
 
-def _cut_at_eos(sampled: Sampled, eos: frozenset[int]) -> Sampled:
+def _cut_at_eos(sampled: Sampled, eos: frozenset[int], repetition_guard: bool = False) -> Sampled:
+    looping: Callable[[Sequence[int]], bool] = lambda _ids: False  # noqa: E731
+    if repetition_guard:
+        from tomgym.agents.llm.kv_cache import repeating_tail as looping
     for j, token in enumerate(sampled.ids):
         if token in eos:
             return Sampled(sampled.ids[: j + 1], sampled.logprobs[: j + 1], "eos")
+        if looping(sampled.ids[: j + 1]):
+            return Sampled(sampled.ids[: j + 1], sampled.logprobs[: j + 1], "repetition")
     return Sampled(sampled.ids, sampled.logprobs, "length")

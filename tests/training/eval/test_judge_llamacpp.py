@@ -1,7 +1,7 @@
 """The TOM-SB judge on the served bundled model: a llama.cpp server (`make test-integration`).
 
 Runs only with `-m integration`, with the server fixture of `tests/agents/test_integration_llamacpp.py`
-(SmolLM2-135M GGUF, n_ctx 2048). A 135M model is no real judge: its answers are whatever they
+(SmolLM2-135M GGUF, n_ctx 8192). A 135M model is no real judge: its answers are whatever they
 are. What must hold is the pipeline: every prompt fits the served context, every episode gets an
 entry whose stages hold either a parsed answer or a `judge_error`, the agreement counts add up
 to the episodes, and the report shows the table.

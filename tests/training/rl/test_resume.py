@@ -87,6 +87,8 @@ def test_warm_started_run_resumed_after_sft_equals_uninterrupted(
     with pytest.raises(Interrupted):
         trainer_mod.train(interrupted)
     assert (run_b / "sft_warmstart.json").is_file() and not list(run_b.glob("checkpoint-*"))
+    # The warm-start folder is a policy spec of its own (weights and tokenizer).
+    assert (run_b / "sft" / "model" / "tokenizer_config.json").is_file()
 
     def no_second_warm_start(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the resumed run repeated its SFT warm start")
