@@ -128,30 +128,8 @@ class HFGenerateFn:
         return self.engine.stats.as_dict()
 
 
-def hf_generate_fn(
-    model: Any,
-    tokenizer: Any,
-    *,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    eos_token_ids: Sequence[int] | None = None,
-    store: KVCacheStore | None = None,
-    stop_at_answer: bool = False,
-    repetition_guard: bool = False,
-) -> HFGenerateFn:
-    """A `GenerateFn` over a transformers model; `store` enables KV reuse across turns."""
-    return HFGenerateFn(
-        model,
-        tokenizer,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        eos_token_ids=eos_token_ids,
-        store=store,
-        stop_at_answer=stop_at_answer,
-        repetition_guard=repetition_guard,
-    )
+hf_generate_fn = HFGenerateFn
+"""The factory name callers use (the counterpart of `vllm_generation.vllm_generate_fn`)."""
 
 
 def hf_score_fn(model: Any, *, temperature: float = 1.0) -> ScoreFn:

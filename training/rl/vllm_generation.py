@@ -265,9 +265,8 @@ class VLLMGenerateFn:
         return {"prefill_tokens": 0, "reused_tokens": 0, "peak_cached_tokens": 0}
 
 
-def vllm_generate_fn(engine: Engine, **settings: Any) -> VLLMGenerateFn:
-    """`VLLMGenerateFn(engine, **settings)` (the counterpart of `hf_generate_fn`)."""
-    return VLLMGenerateFn(engine, **settings)
+vllm_generate_fn = VLLMGenerateFn
+"""The factory name callers use (the counterpart of `generation.hf_generate_fn`)."""
 
 
 def _cut_at_eos(sampled: Sampled, eos: frozenset[int], repetition_guard: bool = False) -> Sampled:
