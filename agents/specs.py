@@ -25,7 +25,8 @@ names are not option keys, so `base=SPEC` starts a new entry).
 Attacker entries (`tomgym eval tomsb --attackers`): a variant name (`base`), `scripted:<variant>`,
 any policy spec (played with the base attacker prompt) or `VARIANT=SPEC` -> `AttackerEntry`.
 
-`make_policy(spec)` builds the policy a spec names (heavy backends are imported only then).
+`tomgym.agents.policies.make_policy(spec)` builds the policy a spec names (heavy backends are
+imported only then; it lives apart so that the LLM policy can read its options here without a circle).
 `check_role(spec, agent)` says, in one line, when a spec cannot play an agent (a scripted
 attacker as `defender_0`, a Decrypto baseline in TOM-SB).
 
@@ -37,7 +38,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tomgym.agents.base import Policy
 from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS
 
 LLM_KINDS = ("hf", "vllm", "openai")
@@ -363,33 +363,3 @@ def check_role(spec: str | PolicySpec, agent: str, game: str) -> None:
         )
     if parsed.kind == "frozen":
         raise SpecError(f"{agent}=frozen: 'frozen' names the trained model, only in training")
-
-
-def make_policy(spec: str | PolicySpec, *, seed: int = 0, **overrides: Any) -> Policy:
-    """Build the policy a spec names; `overrides` (LLM specs only) win over the spec's options."""
-    parsed = parse_spec(spec)
-    if parsed.kind == "random":
-        from tomgym.agents.decrypto_baselines import RandomDecryptoPolicy
-
-        return RandomDecryptoPolicy(seed=seed)
-    if parsed.kind == "embedding":
-        from tomgym.agents.decrypto_baselines import EmbeddingDecryptoPolicy
-        from tomgym.agents.vectors import DEFAULT_VECTORS
-
-        options = parsed.typed_options()
-        return EmbeddingDecryptoPolicy(
-            k=options.get("k", 16), seed=seed, vectors=options.get("vectors", DEFAULT_VECTORS)
-        )
-    if parsed.kind == "scripted":
-        from tomgym.agents.tomsb_policies import make_scripted_tomsb_policy
-
-        return make_scripted_tomsb_policy(parsed.target, seed=seed)
-    if parsed.kind == "human":
-        from tomgym.agents.human import HumanPolicy
-
-        return HumanPolicy()
-    if parsed.kind == "frozen":
-        raise SpecError("'frozen' names the model being trained; it is only valid in training")
-    from tomgym.agents.llm import make_llm_policy
-
-    return make_llm_policy(parsed, seed=seed, **overrides)

@@ -54,7 +54,7 @@ def _banner(text: str) -> None:
 
 
 def decrypto_game() -> None:
-    from tomgym.agents.specs import make_policy
+    from tomgym.agents.policies import make_policy
     from tomgym.scripts.play_cmd import render_record
     from tomgym.training.runner import GameSpec, play_games
 

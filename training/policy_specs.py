@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from tomgym.agents.base import Policy
-from tomgym.agents.specs import SpecError, check_role, make_policy, parse_spec
+from tomgym.agents.policies import make_policy
+from tomgym.agents.specs import SpecError, check_role, parse_spec
 
 __all__ = ["build_policies", "make_policy", "parse_agent_specs"]
 

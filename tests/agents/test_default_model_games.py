@@ -7,7 +7,7 @@ re-asks and fallbacks are counted, transcripts stay valid and nothing crashes.
 from __future__ import annotations
 
 import pytest
-from tomgym.agents.specs import make_policy
+from tomgym.agents.policies import make_policy
 from tomgym.training.runner import GameSpec, RunStats, play_games
 
 from tests.agents.transcripts import check_transcript

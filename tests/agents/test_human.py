@@ -193,7 +193,7 @@ def _human_tomsb_game(
 ) -> dict:
     """The record of one TOM-SB game (`game`: its id and seed, which fix the scripted
     opponent's moves) played in process: `human` in `seat`, the `opponent` spec in the other."""
-    from tomgym.agents.specs import make_policy
+    from tomgym.agents.policies import make_policy
     from tomgym.training.runner import GameSpec, play_games
 
     other = "defender_0" if seat == "attacker_0" else "attacker_0"

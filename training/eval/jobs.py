@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from tomgym.agents.base import Policy
-from tomgym.agents.specs import SpecError, check_role, make_policy, parse_attacker
+from tomgym.agents.policies import make_policy
+from tomgym.agents.specs import SpecError, check_role, parse_attacker
 from tomgym.envs.seeding import derive_seed
 from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS
 from tomgym.rewards.episode import EpisodeRecord

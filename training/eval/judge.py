@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from tomgym.agents.base import Policy, Turn
-from tomgym.agents.specs import SpecError, make_policy, parse_spec
+from tomgym.agents.policies import make_policy
+from tomgym.agents.specs import SpecError, parse_spec
 from tomgym.agents.tomsb_judges import SCRIPTED_JUDGES, make_scripted_judge
 from tomgym.envs.tomsb import judge_prompts as jp
 from tomgym.envs.tomsb.env import ATTACKER, DEFENDER

@@ -130,7 +130,8 @@ def build_opponent(spec: str, *, seed: int, model_path: str) -> Policy:
     baseline) and `llm:` (an LLM) only say which kind is expected, and `frozen[,options]` is the
     base model being trained on the HF backend.
     """
-    from tomgym.agents.specs import PolicySpec, SpecError, make_policy, parse_spec
+    from tomgym.agents.policies import make_policy
+    from tomgym.agents.specs import PolicySpec, SpecError, parse_spec
 
     prefix, _, rest = spec.partition(":")
     expected = {"decrypto": ("random", "embedding"), "llm": LLM_KINDS}.get(prefix)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tomgym.agents.specs import make_policy
+from tomgym.agents.policies import make_policy
 from tomgym.training.eval.html_viewer import code_text, render_html
 from tomgym.training.runner import GameSpec, play_games
 
