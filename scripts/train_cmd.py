@@ -19,7 +19,10 @@ Dr. GRPO (TRL). CONFIG.yaml sets the fields below; key=value overrides follow it
 by the field's type (learning_rate=1e-4, use_lora=false, attackers=[base,bluffing] or
 attackers=base,bluffing, reward_weights={fooling: 1, format: 0.5}). Every value is checked before
 anything is loaded. --resume continues the run in output_dir from its last completed stage
-(SFT warm start, then the last checkpoint) and refuses a config that differs from the run's."""
+(SFT warm start, then the last checkpoint) and refuses a config that differs from the run's.
+--warmstart-only runs the SFT warm start alone: its merged model (output_dir/sft/model, with the
+tokenizer) is a policy spec `hf:<output_dir>/sft/model` and a starting point for later runs
+(`model=<output_dir>/sft/model sft_warmstart=false`)."""
 
 
 def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
@@ -34,6 +37,11 @@ def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("overrides", nargs="*", help="key=value overrides of config fields")
     parser.add_argument(
         "--resume", action="store_true", help="resume the run in output_dir (same config)"
+    )
+    parser.add_argument(
+        "--warmstart-only",
+        action="store_true",
+        help="run only the SFT warm start (a cached starting point in output_dir/sft/model)",
     )
     parser.add_argument(
         "--help-config", action="store_true", help="list every config field with its help"
@@ -66,10 +74,13 @@ def run(args: argparse.Namespace) -> int:
     from tomgym.training.rl.trainer import train
 
     try:
-        summary = train(config, resume=args.resume)
+        summary = train(config, resume=args.resume, warmstart_only=args.warmstart_only)
     except ConfigError as exc:
         print(f"tomgym train: {exc}", file=sys.stderr)
         return 2
+    if args.warmstart_only:
+        print(json.dumps({"sft_model": summary["sft_model"], **summary["sft_warmstart"]}))
+        return 0
     print(json.dumps({"best": summary.get("best"), "grpo": summary.get("grpo")}, default=str))
     return 0
 

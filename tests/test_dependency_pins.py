@@ -65,3 +65,30 @@ def test_candidate_grid_detects_a_wider_window() -> None:
     wider = SpecifierSet(">=0.22.0")
     outside = [v for v in _candidates(wider, trl) if wider.contains(v) and not trl.contains(v)]
     assert Version("0.32.0") in outside
+
+
+# vLLM 0.31.0 (the newest release TRL 1.16's extra admits) requires these transformers and torch
+# releases: read from its wheel metadata by `pip install --dry-run -e ".[train,vllm]"`.
+VLLM_0_31_TRANSFORMERS = SpecifierSet(">=5.10.4,<5.18")
+CONSTRAINTS = PYPROJECT.parent / "constraints.txt"
+
+
+def _pinned(name: str) -> Version:
+    for line in CONSTRAINTS.read_text().splitlines():
+        requirement = line.split("#", 1)[0].strip()
+        if requirement and Requirement(requirement).name.lower() == name:
+            (clause,) = Requirement(requirement).specifier
+            return Version(clause.version)
+    raise AssertionError(f"constraints.txt pins no {name}")
+
+
+def test_the_tested_transformers_co_installs_with_vllm() -> None:
+    """`.[train,vllm]` must resolve: CI tests a transformers that vLLM 0.31 accepts, and our
+    `llm` extra admits it."""
+    extras = tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"]
+    (ours,) = [Requirement(r) for r in extras["llm"] if Requirement(r).name == "transformers"]
+    tested = _pinned("transformers")
+    assert ours.specifier.contains(tested), f"our llm extra {ours} excludes the tested {tested}"
+    assert VLLM_0_31_TRANSFORMERS.contains(tested), (
+        f"CI tests transformers {tested}, which vLLM 0.31 ({VLLM_0_31_TRANSFORMERS}) refuses"
+    )

@@ -280,6 +280,18 @@ def _batch_cache(
     return cache, mask
 
 
+def cache_kwarg(model: Any) -> str:
+    """The forward() keyword that takes a KV cache: `cache` in the transformers releases that
+    renamed it (5.24 keeps `past_key_values` as a deprecated alias), `past_key_values` in older
+    ones (5.17), which silently drop an unknown `cache=` into **kwargs and start a fresh cache.
+    Read from the underlying model's signature (a PEFT wrapper's forward takes **kwargs)."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    params = inspect.signature(base.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
 def _row_state(
     cache: DynamicCache, mask: torch.Tensor, row: int
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -311,6 +323,7 @@ class CachedGenerator:
         if prefill_chunk_tokens < 1:
             raise ValueError(f"prefill_chunk_tokens must be >= 1, got {prefill_chunk_tokens}")
         self.model = model
+        self._cache_kwarg = cache_kwarg(model)
         self.eos_token_ids = frozenset(int(t) for t in eos_token_ids)
         self.pad_token_id = int(pad_token_id)
         self.context_window = context_window
@@ -496,7 +509,7 @@ class CachedGenerator:
                 input_ids=input_ids[:, lo:hi].to(device),
                 attention_mask=mask.to(device),
                 position_ids=positions[:, lo:hi].to(device),
-                cache=cache,
+                **{self._cache_kwarg: cache},
                 use_cache=True,
                 logits_to_keep=1,
             )
@@ -551,7 +564,7 @@ class CachedGenerator:
                 input_ids=chosen.unsqueeze(1).to(device),
                 attention_mask=mask.to(device),
                 position_ids=next_position.unsqueeze(1).to(device),
-                cache=cache,
+                **{self._cache_kwarg: cache},
                 use_cache=True,
             )
             cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values

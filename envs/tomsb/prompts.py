@@ -22,6 +22,12 @@ role view, so scripted players read every variant alike. It changes only the def
 attacker's prompts are its opponent's and stay the same). Never a default: the env and the
 paper's training configs use "default" (a small-model demo may opt in).
 
+Decoys (variant "compact_decoys"): the compact layout plus, under the true path, for each level
+the wrong values that sit under the true parent (`decoy_lines`): the lies a tree-consistent
+defender chooses from. The universe already holds them; a 135M model does not find them in the
+tree by itself (issue 13: warm-started on the teacher's games with "compact", it named the true
+leaf or a name from the wrong level in every sampled game), so this variant lays them out.
+
 Versions: transcripts record both `PROMPT_VERSION` and the variant (`infos["prompt_version"]`,
 `infos["prompt_variant"]`). Adding a variant leaves every existing variant's text as it was, so
 it does not bump the version; changing any existing text (the compact variant's included) does.
@@ -95,6 +101,9 @@ DEFENDER_COMPACT_PROMPTS: dict[str, str] = {
     "Answer each turn with JSON only; attacker_belief_about_target is what {attacker} knew "
     "before this talk (null = unknown); only the reply reaches {attacker}:\n",
 }
+# Same text; the briefing also lists the decoys (see `_compact_defender_briefing`).
+DEFENDER_COMPACT_PROMPTS["compact_decoys"] = DEFENDER_COMPACT_PROMPTS["compact"]
+DECOY_VARIANTS = frozenset({"compact_decoys"})
 COMPACT_REMINDER = "Answer with the JSON object."
 
 # Baselines last: the CLI help calls the last three the paper's prompted baselines.
@@ -181,7 +190,9 @@ def is_compact(variant: str) -> bool:
 def defender_briefing(scenario_json: str, variant: str = "default") -> str:
     """The defender's first-turn briefing from its view JSON (`protocol.defender_view`)."""
     if is_compact(variant):
-        return _compact_defender_briefing(json.loads(scenario_json))
+        return _compact_defender_briefing(
+            json.loads(scenario_json), decoys=variant in DECOY_VARIANTS
+        )
     return (
         "Private information (only you see it): universe, the true path"
         + (", and what the attacker knew beforehand" if '"attacker_prior"' in scenario_json else "")
@@ -201,15 +212,32 @@ def universe_tree(universe: Universe) -> str:
     return "\n".join(lines)
 
 
-def _compact_defender_briefing(view: Mapping[str, Any]) -> str:
+def decoy_lines(universe: Universe, truth: Sequence[str]) -> list[str]:
+    """Per level, the wrong values that sit under the true parent (the lies the tree allows
+    without contradicting a prior that knows the levels above)."""
+    lines = []
+    for depth, level in enumerate(universe.levels):
+        if depth == 0:
+            pool, where = list(universe.roots), ""
+        else:
+            pool, where = list(universe.children[truth[depth - 1]]), f" under {truth[depth - 1]}"
+        others = [name for name in pool if name != truth[depth]]
+        lines.append(f"- {level}{where}: {', '.join(others)}")
+    return lines
+
+
+def _compact_defender_briefing(view: Mapping[str, Any], *, decoys: bool = False) -> str:
     levels = list(view["hierarchy"])
     universe = Universe.from_dict(view["universe"], levels)
     truth = view["ground_truth"]
+    path = [str(truth[level]) for level in levels]
     lines = [
         "Private. Universe:",
         universe_tree(universe),
-        "True path: " + " > ".join(str(truth[level]) for level in levels),
+        "True path: " + " > ".join(path),
     ]
+    if decoys:
+        lines += ["Wrong values beside the true path:", *decoy_lines(universe, path)]
     prior = view.get("attacker_prior")
     if prior is not None:
         known = " > ".join(str(prior[lvl]) if prior.get(lvl) else "?" for lvl in levels)

@@ -455,8 +455,10 @@ def test_attacker_variant_and_prompt_variant_options() -> None:
     systems = set()
     for variant in DEFENDER_PROMPT_VARIANTS:
         env.reset(options={"prompt_variant": variant, "attacker": "bluffing"})
-        systems.add(env.observe(DEFENDER)["system"])
-        assert env.infos[DEFENDER]["turn"] == 1
+        env.step(AdoptingAttacker()(env.observe(ATTACKER)))
+        # Every variant reads differently: its system prompt or its briefing (compact_decoys).
+        observation = env.observe(DEFENDER)
+        systems.add((observation["system"], observation["message"]))
     assert len(systems) == len(DEFENDER_PROMPT_VARIANTS)
     env = play(
         make_env(max_attacker_turns=1),

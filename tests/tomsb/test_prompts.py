@@ -57,7 +57,8 @@ def test_compact_is_registered_and_never_a_default() -> None:
         if path.name == "cpu_demo.yaml":  # the small-model demo may choose the compact layout
             continue
         env_config = (yaml.safe_load(path.read_text()) or {}).get("env_config") or {}
-        assert env_config.get("prompt_variant", "default") != "compact", path.name
+        variant = env_config.get("prompt_variant", "default")
+        assert not prompts.is_compact(variant), path.name
 
 
 def test_compact_selectable_by_constructor_and_reset_option(validation) -> None:
@@ -123,6 +124,26 @@ def test_compact_briefing_with_the_oracle_prior(validation) -> None:
     assert "Attacker knew" not in play(scenario, "compact")[DEFENDER][0]["message"]
 
 
+def test_decoy_briefing_lists_the_wrong_values_under_the_true_parent(validation) -> None:
+    scenario = validation[0]
+    universe, (top, middle, leaf) = scenario.universe, scenario.ground_truth
+    message = play(scenario, "compact_decoys")[DEFENDER][0]["message"]
+    briefing = play(scenario, "compact")[DEFENDER][0]["message"].split("\n\n")[0]
+    assert message.startswith(briefing + "\nWrong values beside the true path:\n")
+    lines = message.split("Wrong values beside the true path:\n", 1)[1].splitlines()[:3]
+    levels = universe.levels
+    expected = [
+        [n for n in universe.roots if n != top],
+        [n for n in universe.children[top] if n != middle],
+        [n for n in universe.children[middle] if n != leaf],
+    ]
+    assert lines[0] == f"- {levels[0]}: {', '.join(expected[0])}"
+    assert lines[1] == f"- {levels[1]} under {top}: {', '.join(expected[1])}"
+    assert lines[2] == f"- {levels[2]} under {middle}: {', '.join(expected[2])}"
+    assert all(len(names) == 2 for names in expected)
+    assert prompts.is_compact("compact_decoys")
+
+
 def test_scripted_answers_parse_under_compact(validation) -> None:
     scenario = validation[3]
     for obs in play(scenario, "compact")[DEFENDER]:
@@ -140,9 +161,9 @@ def test_behaviour_matrix_is_the_same_under_compact(validation) -> None:
     # layout: every episode must end the same way after the same number of turns.
     runs = {
         v: run_matrix(validation, ["tom_heuristic"], ATTACKER_VARIANTS, prompt_variant=v)
-        for v in ("default", "compact")
+        for v in ("default", "compact", "compact_decoys")
     }
-    assert runs["compact"] == runs["default"]
+    assert runs["compact"] == runs["default"] == runs["compact_decoys"]
     fooled = sum(r.outcome == "fooled" for r in runs["compact"]["tom_heuristic"]["base"])
     assert fooled == len(validation)  # the reference numbers: tom_heuristic fools base 1.00
 

@@ -150,7 +150,11 @@ def finish_run(folder: RunFolder, group_by: list[str]) -> dict[str, Any]:
 
 
 def _tomsb_scenarios(
-    split: str, benchmark_seed: int, max_scenarios: int | None, scenarios_file: str | Path | None
+    split: str,
+    benchmark_seed: int,
+    max_scenarios: int | None,
+    scenarios_file: str | Path | None,
+    prior_levels: Sequence[int] | None = None,
 ) -> list[Any]:
     from tomgym.envs.tomsb.benchmark import load_benchmark
     from tomgym.envs.tomsb.loaders import load_scenarios
@@ -165,6 +169,13 @@ def _tomsb_scenarios(
     repeated = sorted(i for i, n in Counter(s.scenario_id for s in scenarios).items() if n > 1)
     if repeated:
         raise EvaluationError(f"{scenarios_file}: scenario ids repeat: {', '.join(repeated)}")
+    if prior_levels is not None:
+        wanted = set(prior_levels)
+        if not wanted or not wanted <= {0, 1, 2}:
+            raise EvaluationError(f"prior_levels must be among 0, 1, 2, got {list(prior_levels)}")
+        scenarios = [s for s in scenarios if s.prior_level in wanted]
+        if not scenarios:
+            raise EvaluationError(f"no scenario at prior levels {sorted(wanted)}")
     if max_scenarios is not None:
         if max_scenarios < 1:
             raise EvaluationError(f"max_scenarios must be >= 1, got {max_scenarios}")
@@ -202,8 +213,12 @@ def evaluate_tomsb(
     stats: RunStats | None = None,
     policy_factory: Callable[[str, int], Policy] | None = None,
     scenarios_file: str | Path | None = None,
+    prior_levels: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """Evaluate a defender against attacker variants on a benchmark split; returns the summary.
+
+    `prior_levels` keeps only scenarios at those attacker prior levels (e.g. `(1, 2)`: the
+    paper's "hard" scenarios); `max_scenarios` then takes its stratified subset of those.
 
     `scenarios_file` (any format `envs.tomsb.loaders.load_scenarios` reads) replaces the
     benchmark split with a user's own scenarios; each game gets its scenario as a reset option.
@@ -231,7 +246,7 @@ def evaluate_tomsb(
             raise EvaluationError(str(exc)) from None
     if len(set(labels)) != len(labels):
         raise EvaluationError(f"attackers repeat: {labels}")
-    scenarios = _tomsb_scenarios(split, benchmark_seed, max_scenarios, scenarios_file)
+    scenarios = _tomsb_scenarios(split, benchmark_seed, max_scenarios, scenarios_file, prior_levels)
     config = {
         "kind": "eval_tomsb",
         "env_id": TOMSB_ENV,
@@ -246,6 +261,8 @@ def evaluate_tomsb(
     }
     if scenarios_file is not None:
         config["scenarios_file"] = str(scenarios_file)
+    if prior_levels is not None:
+        config["prior_levels"] = sorted(set(prior_levels))
     folder = RunFolder(out_dir)
     check_resume(folder, config, resume)
     # Build every policy before touching the folder: a bad spec fails with nothing written.

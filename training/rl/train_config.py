@@ -16,6 +16,8 @@ Contract:
   comma-separated list of its items, never iterated as characters.
 - `RESUME_MAY_CHANGE` names the fields a `--resume` may change (bookkeeping, and `max_steps` to
   train further); any other difference refuses the resume (`config_diff`).
+- `WARMSTART_FIELDS` names the fields the SFT warm start reads; resuming a `--warmstart-only`
+  folder compares only those.
 
 Methods (`method`):
 - `grpo`: Dr. GRPO over full episodes (advantage = reward - group mean, no std scaling, token
@@ -70,6 +72,18 @@ RESUME_MAY_CHANGE = frozenset(
     }
 )
 """Fields a resumed run may change: none of them changes what the run computes."""
+
+WARMSTART_FIELDS = frozenset(
+    {
+        "env_id", "trained_agent", "opponents", "env_config", "train_split", "prior_levels",
+        "attackers", "max_scenarios", "decrypto_rows", "model", "tokenizer",
+        "chat_template_kwargs", "use_lora", "lora_r", "lora_alpha", "lora_dropout",
+        "lora_target_modules", "torch_dtype", "seed", "opponent_retries", "sft_warmstart",
+        "sft_teacher", "sft_games", "sft_steps", "sft_learning_rate", "sft_batch_size",
+    }
+)  # fmt: skip
+"""Fields the SFT warm-start stage reads: a `--warmstart-only` folder is reused (resumed) by any
+config that agrees on these, whatever its Dr. GRPO settings."""
 
 
 class ConfigError(ValueError):

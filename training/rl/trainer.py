@@ -59,6 +59,7 @@ from tomgym.training.rl.opponents import build_opponent, build_opponents, oppone
 from tomgym.training.rl.tokens import ChatRenderer, EpisodeTokens, episode_from_chat
 from tomgym.training.rl.train_config import (
     RESUME_MAY_CHANGE,
+    WARMSTART_FIELDS,
     ConfigError,
     TrainConfig,
     config_diff,
@@ -622,10 +623,13 @@ class EvalCallback:
         return _Callback()
 
 
-def check_run_folder(cfg: TrainConfig, *, resume: bool) -> None:
+def check_run_folder(
+    cfg: TrainConfig, *, resume: bool, fields: frozenset[str] | None = None
+) -> None:
     """Refuse a fresh run over an existing one, and a resume whose config differs (one line).
 
-    Reads only; nothing is written before this passes.
+    `fields` limits the comparison to those config fields (a warm-start-only run compares
+    `WARMSTART_FIELDS`). Reads only; nothing is written before this passes.
     """
     out_dir = Path(cfg.output_dir)
     saved = out_dir / CONFIG_FILE
@@ -646,7 +650,11 @@ def check_run_folder(cfg: TrainConfig, *, resume: bool) -> None:
         raise ConfigError(f"cannot resume: {saved} does not hold a config mapping")
     # Fields added since the run was written count as their defaults.
     old = {**TrainConfig().to_dict(), **recorded}
-    diff = config_diff(old, cfg.to_dict(), ignore=RESUME_MAY_CHANGE)
+    new = cfg.to_dict()
+    if fields is not None:
+        old = {k: v for k, v in old.items() if k in fields}
+        new = {k: v for k, v in new.items() if k in fields}
+    diff = config_diff(old, new, ignore=RESUME_MAY_CHANGE)
     if diff:
         raise ConfigError(f"cannot resume {out_dir}: the config differs from the run's: {diff}")
 
@@ -688,12 +696,21 @@ def is_main_process() -> bool:
     return os.environ.get("RANK", "0") == "0"
 
 
-def train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
+def train(
+    cfg: TrainConfig, *, resume: bool = False, warmstart_only: bool = False
+) -> dict[str, Any]:
     """Run (or resume) one training job; returns a summary (also in output_dir/summary.json).
+
+    `warmstart_only` runs the SFT warm-start stage alone (or finds it finished when resuming)
+    and stops before Dr. GRPO: `output_dir/sft/model` is then a cached starting point that
+    later runs load as `model=<output_dir>/sft/model sft_warmstart=false`.
 
     Raises `ConfigError` (one line) for a run folder that does not fit (see the module doc).
     """
     from transformers import set_seed
+
+    if warmstart_only and not cfg.sft_warmstart:
+        raise ConfigError("warm-start only: the config has sft_warmstart: false")
 
     out_dir = Path(cfg.output_dir)
     # In a distributed launch every rank runs this function; the main process alone checks and
@@ -701,7 +718,7 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
     main_process = is_main_process()
     folder_lock = RunFolder(out_dir)
     if main_process:
-        check_run_folder(cfg, resume=resume)
+        check_run_folder(cfg, resume=resume, fields=WARMSTART_FIELDS if warmstart_only else None)
         # One writer per folder: a second train (or --resume) is refused while this one runs.
         folder_lock.acquire()
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -710,6 +727,10 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
     summary: dict[str, Any] = {"config": cfg.to_dict()}
     if cfg.sft_warmstart:
         model, summary["sft_warmstart"] = warm_started_model(session, out_dir, resume=resume)
+        if warmstart_only:
+            summary["sft_model"] = str(out_dir / SFT_MODEL_DIR)
+            folder_lock.close()
+            return summary
     else:
         model = load_model(cfg, session.model_path)
     # The GRPO stage starts from the same RNG state whether the warm start ran in this process,
@@ -724,6 +745,9 @@ def train(cfg: TrainConfig, *, resume: bool = False) -> dict[str, Any]:
     callback = next(c for c in trainer.callback_handler.callbacks if hasattr(c, "history"))
     summary["eval"] = callback.history
     summary["best"] = callback.best
+    # Per-step train metrics (reward, its spread, zero-variance groups, rollout vs optimisation
+    # seconds), for benchmarks and plots without parsing logs.
+    summary["log_history"] = list(trainer.state.log_history)
     if trainer.is_world_process_zero():
         _write_json(out_dir / "summary.json", summary)
     folder_lock.close()

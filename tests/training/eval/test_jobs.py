@@ -101,6 +101,19 @@ def test_bad_input_writes_nothing(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+def test_prior_levels_keep_only_those_scenarios(tmp_path: Path) -> None:
+    small = {**SMALL, "attackers": ["base"], "seeds": 1, "max_scenarios": 4}
+    evaluate_tomsb("scripted:naive", out_dir=tmp_path / "hard", prior_levels=[2], **small)
+    records = RunFolder(tmp_path / "hard").records()
+    assert len(records) == 4
+    assert {r["infos"]["defender_0"]["prior_level"] for r in records} == {2}
+    assert yaml.safe_load((tmp_path / "hard" / "config.yaml").read_text())["prior_levels"] == [2]
+    for bad in ([], [3]):
+        with pytest.raises(EvaluationError, match="prior_levels"):
+            evaluate_tomsb("scripted:naive", out_dir=tmp_path / "bad", prior_levels=bad, **small)
+    assert not (tmp_path / "bad").exists()
+
+
 def test_parse_attacker_forms() -> None:
     def triple(entry: str) -> tuple[str, str, str]:
         parsed = parse_attacker(entry)

@@ -90,3 +90,40 @@ def test_episode_from_chat_refuses_a_chat_that_does_not_alternate(tiny_model_dir
         episode_from_chat(renderer, "g", [{"role": "assistant", "content": "hi"}])
     with pytest.raises(ValueError, match="no assistant turn"):
         episode_from_chat(renderer, "g", [{"role": "user", "content": "hi"}])
+
+
+def test_warmstart_only_is_a_cached_stage_reused_across_grpo_settings(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tomgym.training.rl.trl_adapter as adapter
+    from tomgym.training.rl.train_config import ConfigError
+    from tomgym.training.rl.trainer import SFT_MODEL_DIR, SFT_REPORT_FILE, train
+
+    sft = {"sft_warmstart": True, "sft_games": 2, "sft_steps": 1, "sft_batch_size": 2}
+    cfg = make_config(tmp_path, tiny_model_dir, **sft)
+    calls: list[int] = []
+    real_run_sft = adapter.run_sft
+
+    def counting(*args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        return real_run_sft(*args, **kw)
+
+    monkeypatch.setattr(adapter, "run_sft", counting)
+    summary = train(cfg, warmstart_only=True)
+    out = Path(cfg.output_dir)
+    assert summary["sft_model"] == str(out / SFT_MODEL_DIR)
+    assert (out / SFT_MODEL_DIR / "config.json").is_file() and (out / SFT_REPORT_FILE).is_file()
+    assert (out / SFT_MODEL_DIR / "tokenizer_config.json").is_file()
+    assert not list(out.glob("checkpoint-*")) and not (out / "final").exists()
+    assert calls == [1]
+
+    # Other Dr. GRPO settings reuse it without training again ...
+    other = make_config(tmp_path, tiny_model_dir, **sft, learning_rate=5e-4, num_generations=4)
+    again = train(other, resume=True, warmstart_only=True)
+    assert calls == [1] and again["sft_warmstart"]["games"] == 2
+    # ... a different warm start is refused, and so is a config without one.
+    with pytest.raises(ConfigError, match="sft_steps"):
+        train(make_config(tmp_path, tiny_model_dir, **{**sft, "sft_steps": 2}), resume=True,
+              warmstart_only=True)  # fmt: skip
+    with pytest.raises(ConfigError, match="sft_warmstart"):
+        train(make_config(tmp_path, tiny_model_dir), warmstart_only=True)

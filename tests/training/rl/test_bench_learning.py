@@ -1,0 +1,66 @@
+"""`bench.bench_learning` end to end on a tiny model: the stages run through `tomgym train` and
+`tomgym eval`, the warm start is cached, and the JSON report has the documented keys."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.training.rl.test_trainer import make_config
+
+pytestmark = pytest.mark.slow
+
+
+def test_paired_difference_pairs_by_game_and_brackets_the_mean() -> None:
+    from tomgym.training.rl.learning import paired_difference
+
+    after = {"a": 1.0, "b": 1.0, "c": 0.0, "d": 1.0, "only-after": 1.0}
+    before = {"a": 0.0, "b": 1.0, "c": 0.0, "d": 0.0, "only-before": 0.0}
+    diff = paired_difference(after, before)
+    assert diff["n"] == 4 and diff["mean"] == pytest.approx(0.5)
+    assert diff["ci95"][0] <= 0.5 <= diff["ci95"][1] and diff["ci95"][1] <= 1.0
+    assert paired_difference({"a": 1.0}, {"a": 0.0}) == {"mean": 1.0, "n": 1}
+
+
+def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
+    tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench.bench_learning import main
+
+    cfg = make_config(
+        tmp_path,
+        tiny_model_dir,
+        sft_warmstart=True,
+        sft_games=2,
+        sft_steps=1,
+        sft_batch_size=2,
+        eval_attackers=["base"],
+    )
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(cfg.to_dict()), encoding="utf-8")
+    argv = ["--config", str(config), "--steps", "1", "--eval-games", "2"]
+    argv += ["--warmstart", str(tmp_path / "ws"), "--out", str(tmp_path / "fooling")]
+    assert main([*argv, "--reward", "fooling"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    stages = {"base", "warmstart", "grpo", "naive_liar"}
+    assert set(report["fooled_rate"]) == set(report["tom_accuracy"]) == stages
+    assert all(0.0 <= v <= 1.0 for v in report["fooled_rate"].values())
+    assert report["grpo_minus_warmstart_fooled"]["n"] == report["eval_games"] == 2
+    assert report["reward_weights"] == {"fooling": 1.0, "format": 0.5}
+    assert len(report["train_reward_by_step"]) == len(report["frac_zero_variance_groups"]) == 1
+    assert report["rollout_s_by_step"][0] > 0 and report["warmstart"]["cached"] is False
+    specs = report["policy_specs"]
+    assert specs["grpo"].startswith(f"hf:{tmp_path / 'ws' / 'sft' / 'model'},")
+    assert f"adapter={tmp_path / 'fooling' / 'grpo' / 'final'}" in specs["grpo"]
+    assert (tmp_path / "fooling" / "bench_learning.json").is_file()
+
+    # Another reward reuses the warm start and the reward-independent evaluations.
+    argv[-1] = str(tmp_path / "tom")
+    assert main([*argv, "--reward", "tom"]) == 0
+    second = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert second["warmstart"]["cached"] is True
+    assert second["reward_weights"] == {"tom_prior": 1.0, "format": 0.5}
+    assert second["fooled_rate"]["base"] == report["fooled_rate"]["base"]

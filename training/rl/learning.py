@@ -1,0 +1,249 @@
+"""Staged learning runs: warm start -> Dr. GRPO -> the same held-out games scored after each stage.
+
+The question a learning run answers is whether Dr. GRPO itself makes the defender better at the
+game, so every stage goes through the project's own commands and is scored on identical games:
+
+- `warm_start(cfg, folder)`: `tomgym train CONFIG --warmstart-only` into `folder`, cached (a
+  finished one is reused by any config that agrees on `WARMSTART_FIELDS`).
+- `grpo_stage(cfg, model, reward, steps, folder)`: `tomgym train CONFIG model=<warm start>
+  sft_warmstart=false` with the reward weights of the paper's method `reward` (read from the
+  shipped `ada_<reward>.yaml`, so the presets have one owner) plus the config's additive format
+  weight; a finished run in `folder` is reused.
+- `score_stage(spec, cfg, games, folder)`: `tomgym eval tomsb --defender SPEC` on the config's
+  evaluation split, attackers, prior levels and env settings, one greedy game per scenario; per
+  game (keyed by game id, so stages pair): fooling, ToM (`tom_prior`) and format.
+- `stage_spec(model, cfg, adapter)`: the policy spec of a stage's model, with the trainer's turn
+  budget and greedy decoding, so anyone can evaluate it elsewhere.
+- `paired_difference(after, before)`: mean per-game difference with a 95% paired-bootstrap CI.
+- `step_metrics(log_history)`: the per-step train numbers of a GRPO run.
+
+`run_learning(...)` chains them (the stages before GRPO first, so their numbers show while it
+trains) and returns the report `bench/bench_learning.py` prints and `tomgym demo` tabulates.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from tomgym.training.rl.train_config import TrainConfig
+
+logger = logging.getLogger(__name__)
+
+METHODS = ("fooling_tom", "fooling", "tom")
+"""The paper's reward methods (ADA-Fooling+ToM, ADA-Fooling, ADA-ToM), by config name."""
+STAGES = ("base", "warmstart", "grpo", "naive_liar")
+NAIVE_LIAR = "scripted:naive"
+DEFENDER = "defender_0"
+
+
+def method_weights(method: str) -> dict[str, float]:
+    """The reward weights of the paper's method `method`, from `training/configs/ada_<m>.yaml`."""
+    if method not in METHODS:
+        raise ValueError(f"unknown reward method {method!r}; expected one of {list(METHODS)}")
+    path = resources.files("tomgym.training") / "configs" / f"ada_{method}.yaml"
+    return dict(yaml.safe_load(path.read_text(encoding="utf-8"))["reward_weights"])
+
+
+def paired_difference(
+    after: Mapping[str, float], before: Mapping[str, float], seed: int = 0, draws: int = 10_000
+) -> dict[str, Any]:
+    """Mean of after - before over the games scored in both, with a 95% paired-bootstrap CI
+    (`ci95`, present from two games on)."""
+    keys = sorted(set(after) & set(before))
+    diffs = np.array([after[k] - before[k] for k in keys], dtype=float)
+    out: dict[str, Any] = {"mean": float(diffs.mean()) if len(diffs) else math.nan, "n": len(keys)}
+    if len(diffs) >= 2:
+        rng = np.random.default_rng(seed)
+        boots = diffs[rng.integers(0, len(diffs), size=(draws, len(diffs)))].mean(axis=1)
+        out["ci95"] = [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))]
+    return out
+
+
+def warm_start(cfg: TrainConfig, folder: Path) -> tuple[str, dict[str, Any]]:
+    """The cached warm start's model folder and report, running the stage if it is not done."""
+    from tomgym.training.rl.trainer import CONFIG_FILE, SFT_MODEL_DIR, SFT_REPORT_FILE, train
+
+    cached = (folder / SFT_REPORT_FILE).is_file()
+    ws_cfg = cfg.model_copy(update={"output_dir": str(folder), "sft_warmstart": True})
+    started = time.perf_counter()
+    summary = train(ws_cfg, resume=(folder / CONFIG_FILE).is_file(), warmstart_only=True)
+    report = {
+        **summary["sft_warmstart"],
+        "cached": cached,
+        "wall_seconds_this_run": time.perf_counter() - started,
+    }
+    return str(folder / SFT_MODEL_DIR), report
+
+
+def grpo_stage(
+    cfg: TrainConfig, model_dir: str, method: str, steps: int, folder: Path
+) -> dict[str, Any]:
+    """Dr. GRPO from `model_dir` with `method`'s reward (plus the config's format weight); the
+    summary of a finished run in `folder` is returned as it is."""
+    import json
+
+    from tomgym.training.rl.trainer import CONFIG_FILE, train
+
+    done = folder / "summary.json"
+    if done.is_file():
+        return json.loads(done.read_text(encoding="utf-8"))
+    weights = method_weights(method)
+    if "format" in cfg.reward_weights:
+        weights["format"] = cfg.reward_weights["format"]
+    run_cfg = cfg.model_copy(
+        update={
+            "model": model_dir,
+            "sft_warmstart": False,
+            "reward_weights": weights,
+            "max_steps": steps,
+            "save_steps": max(1, steps // 2),
+            # Scored afterwards by `score_stage`, on the same games as the other stages.
+            "eval_steps": 0,
+            "eval_games_per_variant": 0,
+            "output_dir": str(folder),
+        }
+    )
+    TrainConfig.from_dict(run_cfg.to_dict())  # validate the combination before anything runs
+    return train(run_cfg, resume=(folder / CONFIG_FILE).is_file())
+
+
+def stage_spec(model: str, cfg: TrainConfig, adapter: str | None = None) -> str:
+    """The policy spec that loads a stage's model with the trainer's turn budget, greedily."""
+    head = "default" if model == "default" else f"hf:{model}"
+    options: dict[str, Any] = {"temperature": 0, "max_new_tokens": cfg.max_turn_tokens}
+    if adapter is not None:
+        options["adapter"] = adapter
+    return head + "".join(f",{key}={value}" for key, value in options.items())
+
+
+def score_stage(
+    spec: str, cfg: TrainConfig, games: int, folder: Path, *, progress: bool = False
+) -> dict[str, dict[str, float]]:
+    """Evaluate `spec` on the held-out games (resuming a run in `folder`); per metric
+    ("fooling", "tom", "format"), per game id, the score."""
+    from tomgym.rewards import shaping, tomsb
+    from tomgym.training.eval.jobs import evaluate_tomsb
+    from tomgym.training.run_folder import SUMMARY_FILE, RunFolder
+
+    if not (folder / SUMMARY_FILE).is_file():
+        evaluate_tomsb(
+            spec,
+            attackers=list(cfg.eval_attackers),
+            split=cfg.eval_split,
+            episodes_per_scenario=1,
+            seeds=1,
+            out_dir=folder,
+            concurrency=16,
+            resume=(folder / "games.jsonl").is_file(),
+            max_scenarios=games,
+            env_config=cfg.env_config,
+            prior_levels=cfg.prior_levels,
+            progress=progress,
+        )
+    scores: dict[str, dict[str, float]] = {"fooling": {}, "tom": {}, "format": {}}
+    for record in RunFolder(folder).records():
+        key = record["game_id"]
+        scores["fooling"][key] = tomsb.fooling(record)
+        scores["tom"][key] = tomsb.tom_prior(record)
+        scores["format"][key] = shaping.format_ok(record, DEFENDER)
+    return scores
+
+
+STEP_METRICS = {
+    "train_reward_by_step": "reward",
+    "train_reward_std_by_step": "reward_std",
+    "frac_zero_variance_groups": "rollout/zero_variance_groups",
+    "train_fooling_by_step": "components/fooling",
+    "train_tom_by_step": "components/tom_prior",
+    "train_format_by_step": "components/format",
+    "rollout_s_by_step": "time/rollout_s",
+    "optimisation_s_by_step": "time/optimisation_s",
+}
+
+
+def step_metrics(log_history: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Per GRPO step (TRL's log history), the numbers of `STEP_METRICS`."""
+    steps = [h for h in log_history if "reward" in h and "time/rollout_s" in h]
+    return {name: [h.get(key) for h in steps] for name, key in STEP_METRICS.items()}
+
+
+def _mean(values: Mapping[str, float]) -> float:
+    return float(np.mean(list(values.values()))) if values else math.nan
+
+
+def run_learning(
+    cfg: TrainConfig,
+    *,
+    method: str,
+    steps: int,
+    eval_games: int,
+    warmstart_dir: Path,
+    out: Path,
+    progress: bool = False,
+    on_stage: Callable[[str, dict[str, float]], None] | None = None,
+) -> dict[str, Any]:
+    """Warm start (cached in `warmstart_dir`, with the reward-independent evaluations), Dr. GRPO
+    and its evaluation (in `out`); returns the report (see the module doc)."""
+    method_weights(method)  # a bad method fails before anything runs
+    started = time.perf_counter()
+    ws_model, ws_report = warm_start(cfg, warmstart_dir)
+    specs = {
+        "base": stage_spec(cfg.model, cfg),
+        "warmstart": stage_spec(ws_model, cfg),
+        "grpo": stage_spec(ws_model, cfg, adapter=str(out / "grpo" / "final")),
+        "naive_liar": NAIVE_LIAR,
+    }
+    scores: dict[str, dict[str, dict[str, float]]] = {}
+    eval_seconds: dict[str, float] = {}
+
+    def score(name: str) -> None:
+        t0 = time.perf_counter()
+        # The stages before GRPO do not depend on the method: scored once, beside the warm start.
+        where = out if name == "grpo" else warmstart_dir
+        scores[name] = score_stage(
+            specs[name], cfg, eval_games, where / f"eval_{name}", progress=progress
+        )
+        eval_seconds[name] = time.perf_counter() - t0
+        means = {metric: _mean(values) for metric, values in scores[name].items()}
+        logger.info("stage %s (%s): %s", name, specs[name], means)
+        if on_stage is not None:
+            on_stage(name, means)
+
+    for name in ("naive_liar", "warmstart", "base"):
+        score(name)
+    run = grpo_stage(cfg, ws_model, method, steps, out / "grpo")
+    score("grpo")
+
+    report: dict[str, Any] = {
+        "reward": method,
+        "reward_weights": run["config"]["reward_weights"],
+        "eval_games": len(scores["grpo"]["fooling"]),
+        "fooled_rate": {name: _mean(scores[name]["fooling"]) for name in STAGES},
+        "tom_accuracy": {name: _mean(scores[name]["tom"]) for name in STAGES},
+        "format_ok_rate": {name: _mean(scores[name]["format"]) for name in STAGES},
+    }
+    for metric, label in (("fooling", "fooled"), ("tom", "tom")):
+        for before in ("warmstart", "base"):
+            report[f"grpo_minus_{before}_{label}"] = paired_difference(
+                scores["grpo"][metric], scores[before][metric]
+            )
+    report.update(step_metrics(run.get("log_history", [])))
+    report["grpo_seconds"] = run.get("grpo", {}).get("seconds")
+    report["warmstart"] = {
+        key: ws_report.get(key)
+        for key in ("cached", "seconds", "games", "teacher_outcomes", "train/last_loss")
+        if key in ws_report
+    }
+    report["warmstart"]["steps"] = cfg.sft_steps
+    report["eval_seconds"] = eval_seconds
+    report["policy_specs"] = specs
+    report["wall_seconds"] = time.perf_counter() - started
+    return report
