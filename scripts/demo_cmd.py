@@ -145,14 +145,13 @@ def run_demo(args: argparse.Namespace) -> int:
         f"{cfg.env_config.get('max_attacker_turns')} attacker turns, vs {', '.join(cfg.eval_attackers)})"
     )
     if args.skip_training:
-        from tomgym.training.rl.learning import score_stage, stage_spec
+        from tomgym.training.rl.learning import score_stage, stage_means, stage_spec
 
         _banner(f"3. The untrained bundled model on {where}")
         scores = score_stage(
             stage_spec(cfg.model, cfg), cfg, games, out / "eval_base", progress=True
         )
-        fooled = sum(scores["fooling"].values()) / max(1, len(scores["fooling"]))
-        print(f"fooled {fooled:.0%} of {len(scores['fooling'])} games")
+        print(f"fooled {stage_means(scores)['fooling']:.0%} of {len(scores['fooling'])} games")
         _report(out / "eval_base")
     else:
         from tomgym.training.rl.learning import run_learning

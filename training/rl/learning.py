@@ -23,6 +23,7 @@ trains) and returns the report `bench/bench_learning.py` prints and `tomgym demo
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -88,8 +89,6 @@ def grpo_stage(
 ) -> dict[str, Any]:
     """Dr. GRPO from `model_dir` with `method`'s reward (plus the config's format weight); the
     summary of a finished run in `folder` is returned as it is."""
-    import json
-
     from tomgym.training.rl.trainer import CONFIG_FILE, train
 
     done = folder / "summary.json"
@@ -179,6 +178,11 @@ def _mean(values: Mapping[str, float]) -> float:
     return float(np.mean(list(values.values()))) if values else math.nan
 
 
+def stage_means(scores: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """Per metric of `score_stage`'s result, the mean over games."""
+    return {metric: _mean(values) for metric, values in scores.items()}
+
+
 def run_learning(
     cfg: TrainConfig,
     *,
@@ -212,7 +216,7 @@ def run_learning(
             specs[name], cfg, eval_games, where / f"eval_{name}", progress=progress
         )
         eval_seconds[name] = time.perf_counter() - t0
-        means = {metric: _mean(values) for metric, values in scores[name].items()}
+        means = stage_means(scores[name])
         logger.info("stage %s (%s): %s", name, specs[name], means)
         if on_stage is not None:
             on_stage(name, means)
