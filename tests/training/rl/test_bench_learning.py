@@ -25,6 +25,24 @@ def test_paired_difference_pairs_by_game_and_brackets_the_mean() -> None:
     assert paired_difference({"a": 1.0}, {"a": 0.0}) == {"mean": 1.0, "n": 1}
 
 
+def test_paired_difference_resamples_scenarios_when_games_share_one() -> None:
+    """Two seeds of one scenario are one resampling unit: the CI is never narrower than the
+    game-level one when the games of a scenario agree."""
+    from tomgym.training.rl.learning import paired_difference
+
+    after = {f"{s}/e{e}": float(s < 3) for s in range(6) for e in range(2)}
+    before = dict.fromkeys(after, 0.0)
+    clusters = {key: key.split("/")[0] for key in after}
+    by_game = paired_difference(after, before)
+    by_scenario = paired_difference(after, before, clusters=clusters)
+    assert by_scenario["mean"] == by_game["mean"] == pytest.approx(0.5)
+    assert by_scenario["n"] == 12 and by_scenario["clusters"] == 6
+    width = lambda d: d["ci95"][1] - d["ci95"][0]  # noqa: E731
+    assert width(by_scenario) > width(by_game)
+    one = paired_difference({"a/e0": 1.0}, {"a/e0": 0.0}, clusters={"a/e0": "a"})
+    assert "ci95" not in one and one["clusters"] == 1
+
+
 def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
     tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -48,7 +66,10 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
     stages = {"base", "warmstart", "grpo", "naive_liar"}
     assert set(report["fooled_rate"]) == set(report["tom_accuracy"]) == stages
     assert all(0.0 <= v <= 1.0 for v in report["fooled_rate"].values())
-    assert report["grpo_minus_warmstart_fooled"]["n"] == report["eval_games"] == 2
+    # Two scenarios, two attacker seeds each (the default), resampled by scenario.
+    diff = report["grpo_minus_warmstart_fooled"]
+    assert diff["n"] == report["eval_games"] == 4
+    assert diff["clusters"] == report["eval_scenarios"] == 2
     assert report["reward_weights"] == {"fooling": 1.0, "format": 0.5}
     assert len(report["train_reward_by_step"]) == len(report["frac_zero_variance_groups"]) == 1
     assert report["rollout_s_by_step"][0] > 0 and report["warmstart"]["cached"] is False
