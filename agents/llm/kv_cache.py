@@ -16,7 +16,8 @@ over a batch of token-id prompts, each optionally tagged with a conversation key
   and one decode loop serve rows of any cached length. Prompts are grouped by new-token count
   so a long first turn does not pad the short follow-ups of other games; the prefill runs in
   token chunks (`prefill_chunk_tokens` rows x tokens per forward) so attention memory stays
-  bounded; rows that finish leave the decode batch at once.
+  bounded; rows that finish idle in the decode batch (a pad token fed, outputs ignored) until
+  half of it has finished, then leave it in one compaction.
 - Memory is bounded: `KVCacheStore` caps the cached tokens over all conversations and evicts the
   least recently used conversation first (its next turn is a full re-encode, counted).
 - Decoding is greedy at `temperature == 0`, else sampling (`top_k`, `top_p`) from torch's global
@@ -30,6 +31,8 @@ over a batch of token-id prompts, each optionally tagged with a conversation key
   `generate` raises `ContextWindowExceeded` naming every such row before any work is done, so the
   caller ends those conversations as truncated (reason `"context_window"`) instead of feeding
   positions past the window.
+- Attention: a grouped-query model on `sdpa` attends with `attention.grouped_sdpa_forward` during
+  `generate` (the same attention without copying the KV cache once per query head group).
 - Caches are only valid for the weights that computed them: call `invalidate()` whenever the
   weights change (an optimisation step, loading an adapter).
 """
@@ -42,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from tomgym.agents.llm.attention import grouped_attention
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
@@ -74,6 +78,10 @@ def repeating_tail(
             return True
     return False
 
+
+# Rows that finish idle in the decode batch until this share of it is still decoding; then the
+# batch cache is compacted (one copy of the remaining rows' caches instead of one per finish).
+_COMPACT_AT = 0.5
 
 # Grouping slack: a prompt joins a prefill group while the group's padded token count stays
 # within this factor of its real token count.
@@ -398,10 +406,12 @@ class CachedGenerator:
         self.check_context(prompts, keys, max_new_tokens)
         pasts = [self._reusable_past(p, k) for p, k in zip(prompts, keys, strict=True)]
         results: list[Completion | None] = [None] * len(prompts)
-        for group in self._groups(prompts, pasts, max_batch_size):
-            completions, states = self._run(
-                [prompts[i] for i in group],
-                [pasts[i] for i in group],
+        with grouped_attention(self.model):
+            self._generate_groups(
+                prompts,
+                keys,
+                pasts,
+                results,
                 max_new_tokens=max_new_tokens,
                 temperature=temperature,
                 top_p=top_p,
@@ -409,14 +419,32 @@ class CachedGenerator:
                 logprob_temperature=logprob_temperature,
                 stop_when=stop_when,
                 repetition_guard=repetition_guard,
+                max_batch_size=max_batch_size,
+            )
+        self.stats.requests += len(prompts)
+        return [r for r in results if r is not None]
+
+    def _generate_groups(
+        self,
+        prompts: list[list[int]],
+        keys: list[ConversationKey | None],
+        pasts: list[_Entry | None],
+        results: list[Completion | None],
+        *,
+        max_batch_size: int,
+        **sampling: Any,
+    ) -> None:
+        for group in self._groups(prompts, pasts, max_batch_size):
+            completions, states = self._run(
+                [prompts[i] for i in group],
+                [pasts[i] for i in group],
                 keep_state=[keys[i] is not None and self.store is not None for i in group],
+                **sampling,
             )
             for i, completion, state in zip(group, completions, states, strict=True):
                 results[i] = completion
                 if state is not None and self.store is not None:
                     self.store.put(keys[i], state)
-        self.stats.requests += len(prompts)
-        return [r for r in results if r is not None]
 
     def _reusable_past(self, prompt: list[int], key: ConversationKey | None) -> _Entry | None:
         """The cached prefix of `prompt` for `key` (at least one prompt token is left to feed)."""
@@ -524,17 +552,22 @@ class CachedGenerator:
         states: list[_Entry | None] = [None] * rows
         cached_ids = [list(p) for p in prompts]  # token ids whose KV the cache holds, per row
         active = list(range(rows))  # batch position -> original row
+        alive = list(range(rows))  # batch positions still decoding (the others idle in place)
         while True:
             logits32 = logits.float()
+            if len(alive) < len(active):
+                logits32 = logits32[torch.tensor(alive, dtype=torch.long, device=logits32.device)]
             chosen = self._pick(logits32, temperature, top_p, top_k)
             logprobs = torch.log_softmax(logits32 / logprob_temperature, dim=-1)
             chosen_lp = logprobs.gather(1, chosen.unsqueeze(1)).squeeze(1).tolist()
+            chosen_ids = chosen.tolist()
             still: list[int] = []
-            for pos, row in enumerate(active):
-                token = int(chosen[pos])
+            for j, pos in enumerate(alive):
+                row = active[pos]
+                token = int(chosen_ids[j])
                 completion = completions[row]
                 completion.ids.append(token)
-                completion.logprobs.append(float(chosen_lp[pos]))
+                completion.logprobs.append(float(chosen_lp[j]))
                 if token in self.eos_token_ids:
                     completion.finish_reason = "eos"
                 elif stop_when is not None and stop_when(completion.ids):
@@ -550,18 +583,24 @@ class CachedGenerator:
                     states[row] = _Entry(cached_ids[row], _row_state(cache, mask, pos))
             if not still:
                 break
-            if len(still) < len(active):
+            if len(still) <= _COMPACT_AT * len(active):
+                # Compacting copies every remaining row's cache, so finished rows first idle in
+                # the batch (fed a pad token, outputs ignored) until half of it is idle.
                 index = torch.tensor(still, dtype=torch.long)
                 cache.batch_select_indices(index.to(device))
                 mask = mask[index]
                 next_position = next_position[index]
-                chosen = chosen[index.to(chosen.device)]
                 active = [active[pos] for pos in still]
-            for row in active:
-                cached_ids[row].append(completions[row].ids[-1])
+                still = list(range(len(still)))
+            alive = still
+            step_ids = torch.full((len(active),), self.pad_token_id, dtype=torch.long)
+            for pos in alive:
+                token = completions[active[pos]].ids[-1]
+                step_ids[pos] = token
+                cached_ids[active[pos]].append(token)
             mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
             out = self.model(
-                input_ids=chosen.unsqueeze(1).to(device),
+                input_ids=step_ids.unsqueeze(1).to(device),
                 attention_mask=mask.to(device),
                 position_ids=next_position.unsqueeze(1).to(device),
                 **{self._cache_kwarg: cache},
@@ -570,7 +609,7 @@ class CachedGenerator:
             cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
             logits = out.logits[:, -1]
             next_position = next_position + 1
-            self.stats.decode_tokens += len(active)
+            self.stats.decode_tokens += len(alive)
         return completions, states
 
     @staticmethod

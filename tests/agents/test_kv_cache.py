@@ -346,3 +346,51 @@ def test_spec_key_turns_the_cache_off():
         pytest.skip(str(exc))
     assert policy.backend.kv_cache is False and policy.describe()["kv_cache"] is False
     policy.close()
+
+
+def test_rows_finishing_at_different_steps_equal_rows_decoded_alone(loaded):
+    """Finished rows idle in the batch and leave it in compactions; neither changes a row's
+    tokens, log-probs or the cache its next turn reuses."""
+    from tomgym.agents.llm.kv_cache import CachedGenerator, KVCacheStore
+
+    model, tokenizer = loaded
+
+    def engine() -> CachedGenerator:
+        return CachedGenerator(
+            model,
+            eos_token_ids=[tokenizer.eos_token_id],
+            pad_token_id=tokenizer.pad_token_id or 0,
+            context_window=None,
+            store=KVCacheStore(),
+        )
+
+    def stop(ids: list[int]) -> bool:  # rows stop after 2-9 tokens, depending on their first
+        return len(ids) >= 2 + ids[0] % 8
+
+    texts = ["Name a colour.", "Count to ten.", "Say hello.", "List three fruits.", "Why?"]
+    prompts = [
+        tokenizer(
+            tokenizer.apply_chat_template(
+                [{"role": "user", "content": t}], add_generation_prompt=True, tokenize=False
+            ),
+            add_special_tokens=False,
+        )["input_ids"]
+        for t in texts
+    ]
+    follow = tokenizer("\nuser\nAnd then?\nassistant\n", add_special_tokens=False)["input_ids"]
+    keys = [f"g{i}" for i in range(len(prompts))]
+    batched, alone = engine(), engine()
+    kw = {"max_new_tokens": 12, "temperature": 0.0, "stop_when": stop}
+    first = batched.generate(prompts, keys, **kw)
+    assert len({len(c.ids) for c in first}) >= 3  # rows really finish at different steps
+    second = batched.generate(
+        [p + c.ids + follow for p, c in zip(prompts, first, strict=True)], keys, **kw
+    )
+    for i, prompt in enumerate(prompts):
+        (one,) = alone.generate([prompt], [keys[i]], **kw)
+        (two,) = alone.generate([prompt + one.ids + follow], [keys[i]], **kw)
+        for got, want in ((first[i], one), (second[i], two)):
+            assert got.ids == want.ids and got.finish_reason == want.finish_reason
+            worst = max(abs(a - b) for a, b in zip(got.logprobs, want.logprobs, strict=True))
+            assert worst <= LOGPROB_TOLERANCE
+    assert batched.stats.cache_hits == alone.stats.cache_hits == len(prompts)

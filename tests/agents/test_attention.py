@@ -1,0 +1,91 @@
+"""`agents.llm.attention`: grouped-query attention without KV expansion equals transformers' sdpa.
+
+The bundled SmolLM2-135M has 9 query heads over 3 KV heads, so it exercises the grouping; the
+batches have left-padding holes, as `CachedGenerator`'s do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from tomgym.agents.llm.attention import GROUPED_SDPA, grouped_attention  # noqa: E402
+
+TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def model() -> Iterator[Any]:
+    from tomgym.agents.default_model import DefaultModelError
+    from tomgym.agents.llm.backends.hf import load_hf_model
+
+    try:
+        loaded, _ = load_hf_model("default", device="cpu", dtype="float32")
+    except DefaultModelError as exc:
+        pytest.skip(str(exc))
+    assert loaded.config.num_key_value_heads < loaded.config.num_attention_heads
+    assert loaded.config._attn_implementation == "sdpa"
+    yield loaded
+
+
+def _holey_batch() -> tuple[Any, Any]:
+    ids = torch.tensor([[11, 12, 13, 14, 15, 16], [0, 0, 0, 21, 22, 23], [0, 31, 32, 33, 34, 35]])
+    mask = (ids != 0).long()
+    return ids, mask
+
+
+def _prefill_then_decode(model: Any) -> tuple[Any, Any]:
+    ids, mask = _holey_batch()
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+    cache = out.past_key_values
+    step = torch.tensor([[7], [8], [9]])
+    mask = torch.cat([mask, torch.ones(3, 1, dtype=torch.long)], dim=1)
+    nxt = model(
+        input_ids=step,
+        attention_mask=mask,
+        position_ids=positions[:, -1:] + 1,
+        past_key_values=cache,
+        use_cache=True,
+    )
+    return out.logits, nxt.logits
+
+
+def test_grouped_attention_equals_sdpa_in_prefill_and_decode(model: Any) -> None:
+    with torch.inference_mode():
+        ref_prefill, ref_decode = _prefill_then_decode(model)
+        with grouped_attention(model):
+            assert model.config._attn_implementation == GROUPED_SDPA
+            prefill, decode = _prefill_then_decode(model)
+    assert model.config._attn_implementation == "sdpa"
+    real = _holey_batch()[1].bool()
+    assert (prefill - ref_prefill)[real].abs().max().item() < TOLERANCE
+    assert (decode - ref_decode).abs().max().item() < TOLERANCE
+    assert torch.equal(decode.argmax(-1), ref_decode.argmax(-1))
+
+
+def test_training_forward_is_stock_sdpa_bit_for_bit(model: Any) -> None:
+    ids, mask = _holey_batch()
+    ref = model(input_ids=ids, attention_mask=mask).logits
+    with grouped_attention(model):
+        out = model(input_ids=ids, attention_mask=mask).logits
+    assert out.requires_grad and torch.equal(out, ref)
+
+
+def test_setting_is_restored_after_an_error_and_other_implementations_are_left_alone(
+    model: Any,
+) -> None:
+    with pytest.raises(RuntimeError, match="boom"), grouped_attention(model):
+        raise RuntimeError("boom")
+    assert model.config._attn_implementation == "sdpa"
+    model.config._attn_implementation = "eager"
+    try:
+        with grouped_attention(model):
+            assert model.config._attn_implementation == "eager"
+    finally:
+        model.config._attn_implementation = "sdpa"
