@@ -1,8 +1,8 @@
 """Does Dr. GRPO make a better double agent? The learning benchmark, on a CPU.
 
 Everything runs through the project's own machinery (`tomgym.training.rl.learning`), on
-`training/configs/cpu_demo.yaml`'s game (TOM-SB, the bundled SmolLM2-135M-Instruct as defender, the scripted base attacker, prior level 2,
-5 attacker turns, the `compact_decoys` prompt):
+`training/configs/cpu_demo.yaml`'s game (TOM-SB, the bundled SmolLM2-135M-Instruct as defender,
+the scripted base attacker, prior level 2, 5 attacker turns, the `compact_decoys` prompt):
 
   1. warm start: `tomgym train CONFIG --warmstart-only` (SFT on the scripted ToM-heuristic
      defender's games, LoRA merged). Cached: it runs only when `--warmstart` holds no finished
@@ -24,8 +24,8 @@ under `--warmstart`, the GRPO run and its evaluation under `--out`.
 Prints one JSON object on its last stdout line (also written to OUT/bench_learning.json):
 `fooled_rate` and `tom_accuracy` per stage, paired-by-game bootstrap differences
 (`grpo_minus_warmstart_fooled`, `grpo_minus_base_fooled`, the same for ToM; the bootstrap
-resamples scenarios, so two games of one scenario do not count as independent), the per-step train
-reward, `frac_zero_variance_groups` per step, rollout vs optimisation seconds per step, the warm
+resamples scenarios, so two games of one scenario do not count as independent), the per-step
+train reward, `frac_zero_variance_groups` per step, rollout vs optimisation seconds per step, the warm
 start's wall time (and whether it was cached) and `policy_specs`.
 
     python -m bench.bench_learning [--reward fooling_tom|fooling|tom] [--steps 8]

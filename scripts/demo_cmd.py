@@ -145,11 +145,11 @@ def run_demo(args: argparse.Namespace) -> int:
         f"{cfg.env_config.get('max_attacker_turns')} attacker turns, vs {', '.join(cfg.eval_attackers)})"
     )
     if args.skip_training:
-        from tomgym.training.rl.learning import score_stage, stage_means, stage_spec
+        from tomgym.training.rl.learning import eval_folder, score_stage, stage_means, stage_spec
 
         _banner(f"3. The untrained bundled model on {where}")
         scores = score_stage(
-            stage_spec(cfg.model, cfg), cfg, games, out / "eval_base", progress=True
+            stage_spec(cfg.model, cfg), cfg, games, out / eval_folder("base", 1), progress=True
         )
         print(f"fooled {stage_means(scores)['fooling']:.0%} of {len(scores['fooling'])} games")
         _report(out / "eval_base")

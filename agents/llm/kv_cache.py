@@ -407,44 +407,25 @@ class CachedGenerator:
         pasts = [self._reusable_past(p, k) for p, k in zip(prompts, keys, strict=True)]
         results: list[Completion | None] = [None] * len(prompts)
         with grouped_attention(self.model):
-            self._generate_groups(
-                prompts,
-                keys,
-                pasts,
-                results,
-                max_new_tokens=max_new_tokens,
-                temperature=temperature,
-                top_p=top_p,
-                top_k=top_k,
-                logprob_temperature=logprob_temperature,
-                stop_when=stop_when,
-                repetition_guard=repetition_guard,
-                max_batch_size=max_batch_size,
-            )
+            for group in self._groups(prompts, pasts, max_batch_size):
+                completions, states = self._run(
+                    [prompts[i] for i in group],
+                    [pasts[i] for i in group],
+                    max_new_tokens=max_new_tokens,
+                    temperature=temperature,
+                    top_p=top_p,
+                    top_k=top_k,
+                    logprob_temperature=logprob_temperature,
+                    stop_when=stop_when,
+                    repetition_guard=repetition_guard,
+                    keep_state=[keys[i] is not None and self.store is not None for i in group],
+                )
+                for i, completion, state in zip(group, completions, states, strict=True):
+                    results[i] = completion
+                    if state is not None and self.store is not None:
+                        self.store.put(keys[i], state)
         self.stats.requests += len(prompts)
         return [r for r in results if r is not None]
-
-    def _generate_groups(
-        self,
-        prompts: list[list[int]],
-        keys: list[ConversationKey | None],
-        pasts: list[_Entry | None],
-        results: list[Completion | None],
-        *,
-        max_batch_size: int,
-        **sampling: Any,
-    ) -> None:
-        for group in self._groups(prompts, pasts, max_batch_size):
-            completions, states = self._run(
-                [prompts[i] for i in group],
-                [pasts[i] for i in group],
-                keep_state=[keys[i] is not None and self.store is not None for i in group],
-                **sampling,
-            )
-            for i, completion, state in zip(group, completions, states, strict=True):
-                results[i] = completion
-                if state is not None and self.store is not None:
-                    self.store.put(keys[i], state)
 
     def _reusable_past(self, prompt: list[int], key: ConversationKey | None) -> _Entry | None:
         """The cached prefix of `prompt` for `key` (at least one prompt token is left to feed)."""
