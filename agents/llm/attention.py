@@ -49,13 +49,15 @@ def _grouped_decode(
     # Query head h reads KV head h // groups (the order `repeat_kv` expands them in).
     grouped = query.reshape(batch, kv_heads, heads // kv_heads, dim)
     scale = scaling if scaling is not None else dim**-0.5
-    scores = torch.matmul(grouped, key.transpose(-1, -2)).float() * scale
+    # In place after the product: each step of a 32-game batch would otherwise allocate and
+    # fill three more score tensors per layer.
+    scores = torch.matmul(grouped, key.transpose(-1, -2)).float().mul_(scale)
     if mask is not None:
         row_mask = mask.reshape(mask.shape[0], 1, 1, length)
         if row_mask.dtype == torch.bool:
-            scores = scores.masked_fill(~row_mask, float("-inf"))
+            scores.masked_fill_(row_mask.logical_not(), float("-inf"))
         else:
-            scores = scores + row_mask.float()
+            scores.add_(row_mask.float())
     probs = torch.softmax(scores, dim=-1).to(value.dtype)
     out = torch.matmul(probs, value)  # (b, kv, groups, d)
     return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous()

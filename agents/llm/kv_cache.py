@@ -135,7 +135,12 @@ class CacheStats:
 
 @dataclass
 class _Entry:
-    """A conversation's cached state: `layers[i] = (keys, values)`, each (heads, len, dim)."""
+    """A conversation's cached state.
+
+    `layers[i] = (keys, values)`, each a buffer (heads, capacity, dim) whose first `len(self)`
+    positions hold the KV of `token_ids`; the spare room lets the next turn append in place
+    (`extend`) instead of copying the whole conversation out of the batch again.
+    """
 
     token_ids: list[int]
     layers: list[tuple[torch.Tensor, torch.Tensor]]
@@ -144,9 +149,42 @@ class _Entry:
         return len(self.token_ids)
 
     def cropped(self, length: int) -> _Entry:
-        return _Entry(
-            self.token_ids[:length], [(k[:, :length], v[:, :length]) for k, v in self.layers]
-        )
+        """The first `length` tokens (shares the buffers: cropping copies nothing)."""
+        return _Entry(self.token_ids[:length], list(self.layers))
+
+    def kv(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Views of one layer's valid keys and values, (heads, len, dim)."""
+        keys, values = self.layers[layer]
+        return keys[:, : len(self)], values[:, : len(self)]
+
+    def extend(
+        self, token_ids: Sequence[int], parts: Sequence[Sequence[tuple[torch.Tensor, torch.Tensor]]]
+    ) -> None:
+        """Append tokens whose KV is `parts[layer]`: (keys, values) chunks, (heads, n, dim),
+        summing to `len(token_ids)` positions; buffers grow by doubling when full."""
+        start, end = len(self), len(self) + len(token_ids)
+        for layer, chunks in enumerate(parts):
+            keys, values = self.layers[layer]
+            if end > keys.shape[1]:
+                keys = _grown(keys, start, end)
+                values = _grown(values, start, end)
+                self.layers[layer] = (keys, values)
+            at = start
+            for k, v in chunks:
+                keys[:, at : at + k.shape[1]] = k
+                values[:, at : at + v.shape[1]] = v
+                at += k.shape[1]
+            if at != end:
+                raise AssertionError(f"KV for {at - start} positions, {end - start} token ids")
+        self.token_ids = self.token_ids[:start] + list(token_ids)
+
+
+def _grown(buffer: torch.Tensor, keep: int, need: int) -> torch.Tensor:
+    """A larger (heads, capacity, dim) buffer holding the first `keep` positions of `buffer`."""
+    heads, capacity, dim = buffer.shape
+    grown = buffer.new_empty((heads, max(need, 2 * capacity, 64), dim))
+    grown[:, :keep] = buffer[:, :keep]
+    return grown
 
 
 class KVCacheStore:
@@ -218,16 +256,14 @@ class _GrowingLayer(DynamicLayer):
     """A `DynamicLayer` over a buffer with spare room: appending a token writes in place.
 
     The stock layer concatenates on every update, copying the whole cache once per decoded
-    token; this one grows its buffer by doubling and exposes `keys`/`values` as views.
+    token; this one is handed a buffer (batch, heads, capacity, dim) whose first `length`
+    positions hold the cache, grows it by doubling when full, and exposes `keys`/`values` as
+    views.
     """
 
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor, spare: int) -> None:
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, length: int) -> None:
         super().__init__()
-        batch, heads, length, dim = keys.shape
-        self._k = keys.new_zeros((batch, heads, length + spare, dim))
-        self._v = values.new_zeros((batch, heads, length + spare, dim))
-        self._k[:, :, :length] = keys
-        self._v[:, :, :length] = values
+        self._k, self._v = keys, values
         self._length = length
         self.device = keys.device
         self.is_initialized = True
@@ -261,28 +297,75 @@ class _GrowingLayer(DynamicLayer):
         self._expose()
 
 
+class _BufferPool:
+    """Flat tensors kept from earlier batches, so each turn's batch cache reuses memory.
+
+    A fresh multi-MB allocation is page-faulted in on first write (on CPU that cost as much as
+    copying the conversations into it); reusing last turn's buffers avoids it. Holds at most the
+    buffers of one batch; `clear()` releases them.
+    """
+
+    def __init__(self) -> None:
+        self._free: list[torch.Tensor] = []
+
+    def take(self, shape: tuple[int, ...], dtype: torch.dtype, device: Any) -> torch.Tensor:
+        need = 1
+        for size in shape:
+            need *= size
+        fits = [
+            i
+            for i, t in enumerate(self._free)
+            if t.numel() >= need and t.dtype == dtype and t.device == torch.device(device)
+        ]
+        if not fits:
+            # Headroom, so next turn's (longer) conversations still fit this buffer.
+            flat = torch.empty(need + need // 4, dtype=dtype, device=device)
+            return flat[:need].view(shape)
+        best = min(fits, key=lambda i: self._free[i].numel())
+        return self._free.pop(best)[:need].view(shape)
+
+    def give(self, tensors: Sequence[torch.Tensor]) -> None:
+        # Keep each tensor's whole storage (a view taken from the pool spans only its start).
+        self._free = [
+            torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage())
+            for t in tensors
+        ]
+
+    def clear(self) -> None:
+        self._free = []
+
+
 def _batch_cache(
-    pasts: Sequence[_Entry | None], model: Any, spare: int
+    pasts: Sequence[_Entry | None], model: Any, spare: int, pool: _BufferPool
 ) -> tuple[DynamicCache, torch.Tensor]:
-    """A batch cache holding each row's past right-aligned, and its (rows, width) mask."""
+    """A batch cache holding each row's past right-aligned, and its (rows, width) mask.
+
+    Each layer's buffer is taken from `pool` with `spare` free positions after the pasts and
+    filled with one copy per row; only the holes in front of a shorter past are zeroed (masked
+    positions are never attended to, but must stay finite: 0 x NaN is NaN). Positions past the
+    width are written by the forward passes before anything reads them.
+    """
     config = model.config
     heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
     dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    width = max((len(p) for p in pasts if p is not None), default=0)
+    lengths = [len(p) if p is not None else 0 for p in pasts]
+    width = max(lengths, default=0)
     mask = torch.zeros((len(pasts), width), dtype=torch.long)
-    for row, past in enumerate(pasts):
-        if past is not None and len(past):
-            mask[row, width - len(past) :] = 1
+    for row, length in enumerate(lengths):
+        mask[row, width - length :] = 1
+    shape = (len(pasts), heads, width + spare, dim)
     layers = []
     for layer in range(config.num_hidden_layers):
-        keys = torch.zeros((len(pasts), heads, width, dim), dtype=model.dtype, device=model.device)
-        values = torch.zeros_like(keys)
-        for row, past in enumerate(pasts):
-            if past is not None and len(past):
-                k, v = past.layers[layer]
-                keys[row, :, width - k.shape[1] :] = k
-                values[row, :, width - v.shape[1] :] = v
-        layers.append(_GrowingLayer(keys, values, spare))
+        keys = pool.take(shape, model.dtype, model.device)
+        values = pool.take(shape, model.dtype, model.device)
+        for row, (past, length) in enumerate(zip(pasts, lengths, strict=True)):
+            keys[row, :, : width - length].zero_()
+            values[row, :, : width - length].zero_()
+            if past is not None and length:
+                k, v = past.kv(layer)
+                keys[row, :, width - length : width] = k
+                values[row, :, width - length : width] = v
+        layers.append(_GrowingLayer(keys, values, width))
     cache = DynamicCache()
     cache.layers = layers
     return cache, mask
@@ -300,15 +383,37 @@ def cache_kwarg(model: Any) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
-def _row_state(
-    cache: DynamicCache, mask: torch.Tensor, row: int
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The real (unmasked) slots of one row of a batch cache, as per-layer (heads, len, dim)."""
-    slots = mask[row].bool().nonzero().squeeze(-1).to(cache.layers[0].keys.device)
-    return [
-        (layer.keys[row].index_select(1, slots), layer.values[row].index_select(1, slots))
+def _runs(row_mask: torch.Tensor, start: int = 0) -> list[tuple[int, int]]:
+    """The maximal runs of ones in a 0/1 vector from column `start` on, as (start, end)."""
+    padded = torch.nn.functional.pad(row_mask[start:].to(torch.int8), (1, 1))
+    edges = (padded[1:] - padded[:-1]).nonzero().squeeze(-1).tolist()
+    return [(start + a, start + b) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+
+
+def _save_row(
+    cache: DynamicCache,
+    mask: torch.Tensor,
+    row: int,
+    past: _Entry | None,
+    past_width: int,
+    token_ids: list[int],
+) -> _Entry:
+    """The conversation state of one batch row after its turn: `past` (the entry the row
+    started from, whose tokens fill the columns before `past_width`) extended in place with the
+    row's later real slots, which form a few contiguous runs (its new tokens and what it
+    decoded, behind padding); only those are copied out of the batch."""
+    runs = _runs(mask[row], past_width)
+    parts = [
+        [(layer.keys[row, :, a:b], layer.values[row, :, a:b]) for a, b in runs]
         for layer in cache.layers
     ]
+    if past is None:
+        _, heads, _, dim = cache.layers[0].keys.shape
+        shape = (heads, len(token_ids) + len(token_ids) // 2, dim)
+        like = cache.layers[0].keys
+        past = _Entry([], [(like.new_empty(shape), like.new_empty(shape)) for _ in cache.layers])
+    past.extend(token_ids[len(past) :], parts)
+    return past
 
 
 class CachedGenerator:
@@ -338,6 +443,7 @@ class CachedGenerator:
         self.store = store
         self.prefill_chunk_tokens = int(prefill_chunk_tokens)
         self.stats = store.stats if store is not None else CacheStats()
+        self._pool = _BufferPool()
 
     # -- cache management ----------------------------------------------------------------------
 
@@ -345,6 +451,7 @@ class CachedGenerator:
         """Drop every cached conversation: call it whenever the model's weights change."""
         if self.store is not None:
             self.store.clear()
+        self._pool.clear()
         self.stats.invalidations += 1
 
     def forget(self, predicate: Callable[[ConversationKey], bool]) -> int:
@@ -495,7 +602,8 @@ class CachedGenerator:
         past_lens = [len(p) if p is not None else 0 for p in pasts]
         new_ids = [prompt[n:] for prompt, n in zip(prompts, past_lens, strict=True)]
         width = max(len(ids) for ids in new_ids)
-        cache, mask = _batch_cache(pasts, self.model, width + max_new_tokens)
+        past_width = max(past_lens)
+        cache, mask = _batch_cache(pasts, self.model, width + max_new_tokens, self._pool)
         input_ids = torch.full((rows, width), self.pad_token_id, dtype=torch.long)
         new_mask = torch.zeros((rows, width), dtype=torch.long)
         positions = torch.zeros((rows, width), dtype=torch.long)
@@ -561,7 +669,9 @@ class CachedGenerator:
                     still.append(pos)
                     continue
                 if keep_state[row]:
-                    states[row] = _Entry(cached_ids[row], _row_state(cache, mask, pos))
+                    states[row] = _save_row(
+                        cache, mask, pos, pasts[row], past_width, cached_ids[row]
+                    )
             if not still:
                 break
             if len(still) <= _COMPACT_AT * len(active):
@@ -591,6 +701,8 @@ class CachedGenerator:
             logits = out.logits[:, -1]
             next_position = next_position + 1
             self.stats.decode_tokens += len(alive)
+        # The batch buffers serve the next call; the states own their memory.
+        self._pool.give([t for layer in cache.layers for t in (layer._k, layer._v)])
         return completions, states
 
     @staticmethod

@@ -1,7 +1,8 @@
 """Multi-rank Dr. GRPO rehearsed on CPU: 2 processes (gloo), 2 steps of the bundled model.
 
-`torchrun --standalone --nproc_per_node 2` starts two ranks of the unchanged trainer (the
-launcher `accelerate launch --multi_gpu` uses on GPUs; accelerate picks gloo on CPU). Checked
+`accelerate launch --multi_gpu --num_processes 2` starts two ranks of the unchanged trainer, as
+a user launches it on GPUs; without a GPU accelerate runs them as MULTI_CPU over gloo (the
+launcher underneath is torch's `torch.distributed.run`). Checked
 from the ranks' own reports (tests/multirank/worker.py):
 - every rank makes the same number of generation calls in every rollout, whatever its own
   episodes needed (a collective generate on GPUs would otherwise deadlock);
@@ -66,8 +67,9 @@ def test_two_cpu_ranks_stay_in_lockstep(tmp_path: Path) -> None:
     config.write_text(CONFIG.format(out=run))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-        str(WORKER), str(config), str(reports),
+        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+        "--num_machines", "1", "--main_process_port", "0", "--mixed_precision", "no",
+        "--dynamo_backend", "no", str(WORKER), str(config), str(reports),
     ]  # fmt: skip
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -75,6 +77,8 @@ def test_two_cpu_ranks_stay_in_lockstep(tmp_path: Path) -> None:
     ranks = [json.loads((reports / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [r["world_size"] for r in ranks] == [2, 2]
     assert [r["rank"] for r in ranks] == [0, 1]
+    assert [r["distributed_type"] for r in ranks] == ["MULTI_CPU"] * 2
+    assert [r["backend"] for r in ranks] == ["gloo"] * 2
     steps = [[x["step"] for x in r["rollouts"]] for r in ranks]
     assert steps[0] == steps[1] == [0, 1]
     for a, b in zip(ranks[0]["rollouts"], ranks[1]["rollouts"], strict=True):

@@ -1,4 +1,4 @@
-"""One rank of the 2-process CPU rehearsal (run by `accelerate launch`, see test_multirank.py).
+"""One rank of the 2-process CPU rehearsal (started by `accelerate launch`, see test_multirank.py).
 
 Runs `tomgym.training.rl.trainer.train` unchanged and records, per rank, what the rehearsal
 checks: the world size, the trained policy's generate calls in every rollout (after the
@@ -17,6 +17,7 @@ from typing import Any
 
 
 def main(config_path: str, report_dir: str) -> None:
+    import torch
     from tomgym.training.rl import trainer as trainer_module
     from tomgym.training.rl.train_config import TrainConfig
     from transformers import TrainerCallback
@@ -35,6 +36,8 @@ def main(config_path: str, report_dir: str) -> None:
         batch = run_rollout(self, prompts, trainer, model_context)
         report["world_size"] = trainer.accelerator.num_processes
         report["rank"] = trainer.accelerator.process_index
+        report["distributed_type"] = trainer.accelerator.distributed_type.value
+        report["backend"] = torch.distributed.get_backend()
         report["rollouts"].append(
             {
                 "step": trainer.state.global_step,
