@@ -149,7 +149,8 @@ class _Entry:
         return len(self.token_ids)
 
     def cropped(self, length: int) -> _Entry:
-        """The first `length` tokens (shares the buffers: cropping copies nothing)."""
+        """The first `length` tokens. Shares the buffers (cropping copies nothing), so extending
+        the crop overwrites this entry's later positions: use only the crop afterwards."""
         return _Entry(self.token_ids[:length], list(self.layers))
 
     def kv(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -175,7 +176,7 @@ class _Entry:
                 values[:, at : at + v.shape[1]] = v
                 at += k.shape[1]
             if at != end:
-                raise AssertionError(f"KV for {at - start} positions, {end - start} token ids")
+                raise RuntimeError(f"KV for {at - start} positions, {end - start} token ids")
         self.token_ids = self.token_ids[:start] + list(token_ids)
 
 

@@ -394,3 +394,72 @@ def test_rows_finishing_at_different_steps_equal_rows_decoded_alone(loaded):
             worst = max(abs(a - b) for a, b in zip(got.logprobs, want.logprobs, strict=True))
             assert worst <= LOGPROB_TOLERANCE
     assert batched.stats.cache_hits == alone.stats.cache_hits == len(prompts)
+
+
+# -- conversation buffers and the batch-buffer pool (no model) -------------------------------
+
+
+def _kv(heads: int, length: int, dim: int, start: float) -> tuple[Any, Any]:
+    keys = torch.arange(start, start + heads * length * dim, dtype=torch.float32)
+    keys = keys.reshape(heads, length, dim)
+    return keys, -keys
+
+
+def test_entry_extends_in_place_and_grows_when_full():
+    from tomgym.agents.llm.kv_cache import _Entry
+
+    heads, dim = 2, 3
+    first = _kv(heads, 4, dim, 0.0)
+    entry = _Entry([], [(torch.zeros(heads, 6, dim), torch.zeros(heads, 6, dim))])
+    entry.extend([1, 2, 3, 4], [[first]])
+    buffer = entry.layers[0][0]
+    second, third = _kv(heads, 1, dim, 100.0), _kv(heads, 1, dim, 200.0)
+    entry.extend([5, 6], [[second, third]])  # two runs of one position each, as after padding
+    assert entry.layers[0][0].data_ptr() == buffer.data_ptr()  # fitted: no new buffer
+    grow = _kv(heads, 5, dim, 300.0)
+    entry.extend([7, 8, 9, 10, 11], [[grow]])  # 11 > capacity 6: the buffer doubles at least
+    assert entry.layers[0][0].shape[1] >= 11
+    keys, values = entry.kv(0)
+    expected = torch.cat([first[0], second[0], third[0], grow[0]], dim=1)
+    assert torch.equal(keys, expected) and torch.equal(values, -expected)
+    assert entry.token_ids == list(range(1, 12))
+
+    cropped = entry.cropped(5)  # a re-rendered prompt: keep 5 tokens, overwrite from there
+    cropped.extend([42], [[third]])
+    assert cropped.token_ids == [1, 2, 3, 4, 5, 42]
+    assert torch.equal(cropped.kv(0)[0][:, 5:], third[0])
+    with pytest.raises(RuntimeError, match="KV for 1 positions, 2 token ids"):
+        cropped.extend([1, 2], [[second]])
+
+
+def test_buffer_pool_reuses_the_last_batch_memory():
+    from tomgym.agents.llm.kv_cache import _BufferPool
+
+    pool = _BufferPool()
+    first = pool.take((2, 3, 10, 4), torch.float32, "cpu")
+    pool.give([first])
+    again = pool.take((2, 3, 11, 4), torch.float32, "cpu")  # a little longer: the headroom fits
+    assert again.data_ptr() == first.data_ptr() and again.shape == (2, 3, 11, 4)
+    pool.give([again])
+    bigger = pool.take((4, 3, 50, 4), torch.float32, "cpu")  # does not fit: fresh memory
+    assert bigger.data_ptr() != first.data_ptr()
+    pool.give([bigger])
+    pool.clear()
+    assert pool.take((1, 1, 1, 1), torch.float64, "cpu").data_ptr() != bigger.data_ptr()
+
+
+def test_conversations_outgrowing_their_buffers_stay_exact(loaded):
+    cached = _backend(loaded)
+    plain = _backend(loaded, kv_cache=False)
+    tok = cached.tokenizer
+    first = tok("Hi", add_special_tokens=False)["input_ids"]
+    # Each follow-up is longer than the conversation so far: every turn regrows the buffers.
+    follow = [tok(" and then" * n, add_special_tokens=False)["input_ids"] for n in (8, 20, 45)]
+    keys = [("g0", "a"), ("g1", "a")]
+    for a, b in zip(
+        _token_turns(cached, first, follow, keys),
+        _token_turns(plain, first, follow, keys),
+        strict=True,
+    ):
+        _assert_same_results(a, b)
+    assert cached.cache_stats()["cache_hits"] == 4
