@@ -39,6 +39,7 @@ over a batch of token-id prompts, each optionally tagged with a conversation key
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -310,9 +311,7 @@ class _BufferPool:
         self._free: list[torch.Tensor] = []
 
     def take(self, shape: tuple[int, ...], dtype: torch.dtype, device: Any) -> torch.Tensor:
-        need = 1
-        for size in shape:
-            need *= size
+        need = math.prod(shape)
         fits = [
             i
             for i, t in enumerate(self._free)
