@@ -93,19 +93,38 @@ def paired_difference(
 
 
 def warm_start(cfg: TrainConfig, folder: Path) -> tuple[str, dict[str, Any]]:
-    """The cached warm start's model folder and report, running the stage if it is not done."""
-    from tomgym.training.rl.trainer import CONFIG_FILE, SFT_MODEL_DIR, SFT_REPORT_FILE, train
+    """The cached warm start's model folder and report, running the stage if it is not done.
 
-    cached = (folder / SFT_REPORT_FILE).is_file()
+    A finished warm start is only read (its config checked against `cfg` on `WARMSTART_FIELDS`,
+    nothing written, no folder lock), so several runs, e.g. one per reward method, can start
+    from one cached warm start at the same time."""
+    from tomgym.training.rl.train_config import WARMSTART_FIELDS
+    from tomgym.training.rl.trainer import (
+        CONFIG_FILE,
+        SFT_MODEL_DIR,
+        SFT_REPORT_FILE,
+        ConfigError,
+        check_run_folder,
+        train,
+    )
+
     ws_cfg = cfg.model_copy(update={"output_dir": str(folder), "sft_warmstart": True})
+    marker, weights = folder / SFT_REPORT_FILE, folder / SFT_MODEL_DIR
     started = time.perf_counter()
-    summary = train(ws_cfg, resume=(folder / CONFIG_FILE).is_file(), warmstart_only=True)
-    report = {
-        **summary["sft_warmstart"],
-        "cached": cached,
-        "wall_seconds_this_run": time.perf_counter() - started,
-    }
-    return str(folder / SFT_MODEL_DIR), report
+    if marker.is_file() and (weights / "config.json").is_file():
+        check_run_folder(ws_cfg, resume=True, fields=WARMSTART_FIELDS)
+        try:
+            done = json.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(
+                f"cannot reuse the warm start: {marker} is unreadable ({exc})"
+            ) from None
+        cached = True
+    else:
+        summary = train(ws_cfg, resume=(folder / CONFIG_FILE).is_file(), warmstart_only=True)
+        done, cached = summary["sft_warmstart"], False
+    report = {**done, "cached": cached, "wall_seconds_this_run": time.perf_counter() - started}
+    return str(weights), report
 
 
 def grpo_stage(

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tomgym.training.rl.trainer import ConfigError
+from tomgym.training.run_folder import RunFolder
 
 from tests.training.rl.test_trainer import make_config
 
@@ -78,10 +80,16 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
     assert f"adapter={tmp_path / 'fooling' / 'grpo' / 'final'}" in specs["grpo"]
     assert (tmp_path / "fooling" / "bench_learning.json").is_file()
 
-    # Another reward reuses the warm start and the reward-independent evaluations.
+    # Another reward reuses the warm start and the reward-independent evaluations, even while
+    # a concurrent run holds the warm-start folder (a finished warm start is only read) ...
     argv[-1] = str(tmp_path / "tom")
-    assert main([*argv, "--reward", "tom"]) == 0
+    with RunFolder(tmp_path / "ws") as held:
+        held.acquire()
+        assert main([*argv, "--reward", "tom"]) == 0
     second = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert second["warmstart"]["cached"] is True
     assert second["reward_weights"] == {"tom_prior": 1.0, "format": 0.5}
     assert second["fooled_rate"]["base"] == report["fooled_rate"]["base"]
+    # ... but not with a config that would have trained another warm start.
+    with pytest.raises(ConfigError, match="sft_steps"):
+        main([*argv[:-1], str(tmp_path / "other"), "--reward", "tom", "sft_steps=2"])
