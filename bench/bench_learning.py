@@ -25,7 +25,8 @@ Prints one JSON object on its last stdout line (also written to OUT/bench_learni
 `fooled_rate` and `tom_accuracy` per stage, paired-by-game bootstrap differences
 (`grpo_minus_warmstart_fooled`, `grpo_minus_base_fooled`, the same for ToM; the bootstrap
 resamples scenarios, so two games of one scenario do not count as independent), the per-step
-train reward, `frac_zero_variance_groups` per step, rollout vs optimisation seconds per step, the warm
+train reward and the sampled episodes' fooled share (`train_fooled_by_step`, whatever the
+reward), `frac_zero_variance_groups` per step, rollout vs optimisation seconds per step, the warm
 start's wall time (and whether it was cached) and `policy_specs`.
 
     python -m bench.bench_learning [--reward fooling_tom|fooling|tom] [--steps 8]

@@ -217,6 +217,8 @@ STEP_METRICS = {
     "train_reward_std_by_step": "reward_std",
     "frac_zero_variance_groups": "rollout/zero_variance_groups",
     "train_fooling_by_step": "components/fooling",
+    # The sampled episodes' fooled share, logged whatever the reward (ToM-only runs included).
+    "train_fooled_by_step": "outcome/fooled",
     "train_tom_by_step": "components/tom_prior",
     "train_format_by_step": "components/format",
     "rollout_s_by_step": "time/rollout_s",

@@ -89,6 +89,9 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
     second = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert second["warmstart"]["cached"] is True
     assert second["reward_weights"] == {"tom_prior": 1.0, "format": 0.5}
+    # A ToM-only run still reports how often its sampled episodes fooled the attacker.
+    assert second["train_fooling_by_step"] == [None]
+    assert 0.0 <= second["train_fooled_by_step"][0] <= 1.0
     assert second["fooled_rate"]["base"] == report["fooled_rate"]["base"]
     # ... but not with a config that would have trained another warm start.
     with pytest.raises(ConfigError, match="sft_steps"):
