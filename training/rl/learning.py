@@ -102,29 +102,23 @@ def warm_start(cfg: TrainConfig, folder: Path) -> tuple[str, dict[str, Any]]:
     from tomgym.training.rl.trainer import (
         CONFIG_FILE,
         SFT_MODEL_DIR,
-        SFT_REPORT_FILE,
-        ConfigError,
         check_run_folder,
+        finished_warmstart,
         train,
     )
 
     ws_cfg = cfg.model_copy(update={"output_dir": str(folder), "sft_warmstart": True})
-    marker, weights = folder / SFT_REPORT_FILE, folder / SFT_MODEL_DIR
     started = time.perf_counter()
-    if marker.is_file() and (weights / "config.json").is_file():
+    done = finished_warmstart(folder)
+    cached = done is not None
+    if done is not None:
         check_run_folder(ws_cfg, resume=True, fields=WARMSTART_FIELDS)
-        try:
-            done = json.loads(marker.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(
-                f"cannot reuse the warm start: {marker} is unreadable ({exc})"
-            ) from None
-        cached = True
     else:
-        summary = train(ws_cfg, resume=(folder / CONFIG_FILE).is_file(), warmstart_only=True)
-        done, cached = summary["sft_warmstart"], False
+        done = train(ws_cfg, resume=(folder / CONFIG_FILE).is_file(), warmstart_only=True)[
+            "sft_warmstart"
+        ]
     report = {**done, "cached": cached, "wall_seconds_this_run": time.perf_counter() - started}
-    return str(weights), report
+    return str(folder / SFT_MODEL_DIR), report
 
 
 def grpo_stage(

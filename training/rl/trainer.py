@@ -666,6 +666,23 @@ def _write_json(path: Path, data: Any) -> None:
     tmp.replace(path)
 
 
+def finished_warmstart(out_dir: Path) -> dict[str, Any] | None:
+    """The report of the SFT warm start finished in `out_dir`, None when none finished there;
+    `ConfigError` (one line) when its marker is there without its weights or is unreadable."""
+    marker, weights = out_dir / SFT_REPORT_FILE, out_dir / SFT_MODEL_DIR
+    if not marker.is_file():
+        return None
+    if not (weights / "config.json").is_file():
+        raise ConfigError(
+            f"cannot resume: {out_dir} finished its SFT warm start but holds no weights in "
+            f"{weights} (written by an older version?); start a new run"
+        )
+    try:
+        return json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot resume: {marker} is unreadable ({exc})") from None
+
+
 def warm_started_model(
     session: TrainingSession, out_dir: Path, *, resume: bool
 ) -> tuple[Any, dict[str, Any]]:
@@ -673,14 +690,10 @@ def warm_started_model(
     else run, with its merged weights saved before its marker (see the module doc)."""
     cfg = session.cfg
     marker, weights = out_dir / SFT_REPORT_FILE, out_dir / SFT_MODEL_DIR
-    if resume and marker.is_file():
-        if not (weights / "config.json").is_file():
-            raise ConfigError(
-                f"cannot resume: {out_dir} finished its SFT warm start but holds no weights in "
-                f"{weights} (written by an older version?); start a new run"
-            )
+    done = finished_warmstart(out_dir) if resume else None
+    if done is not None:
         logger.info("resume: SFT warm start restored from %s", weights)
-        return load_model(cfg, str(weights)), json.loads(marker.read_text(encoding="utf-8"))
+        return load_model(cfg, str(weights)), done
     model, report = sft_warmstart(session, load_model(cfg, session.model_path), out_dir)
     if is_main_process():
         model.save_pretrained(str(weights))
