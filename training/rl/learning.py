@@ -210,6 +210,9 @@ STEP_METRICS = {
     "train_reward_by_step": "reward",
     "train_reward_std_by_step": "reward_std",
     "frac_zero_variance_groups": "rollout/zero_variance_groups",
+    # With dynamic sampling (`resample_flat_groups`): the flat share as drawn, groups replaced.
+    "frac_zero_variance_groups_drawn": "rollout/zero_variance_groups_drawn",
+    "resampled_groups_by_step": "rollout/resampled_groups",
     "train_fooling_by_step": "components/fooling",
     # The sampled episodes' fooled share, logged whatever the reward (ToM-only runs included).
     "train_fooled_by_step": "outcome/fooled",

@@ -164,6 +164,14 @@ class TrainConfig(BaseModel):
         "Play every episode of a group with the row's env seed (Decrypto: same keywords/codes); "
         "TOM-SB pins the scenario by options, so group members differ by opponent seed only.",
     )
+    resample_flat_groups: Int = _f(
+        0,
+        "Dynamic sampling (DAPO): up to this many rounds, before a step optimises, of replacing "
+        "every group whose kept rewards are all equal (zero advantage, no gradient) by a fresh "
+        "group on a training row drawn anew; groups still flat after the last round stay. "
+        "0 = off (every group as drawn, the paper's setting).",
+        ge=0,
+    )
     # --- model
     model: str = _f("default", "'default' (bundled SmolLM2-135M-Instruct) or a HF path/id.")
     tokenizer: str = _f("", "Tokenizer path if different from the model's.")

@@ -49,6 +49,7 @@ from tomgym.rewards import RewardComposer
 from tomgym.rewards.episode import EpisodeRecord
 from tomgym.training.eval.validation import ScoredGame, format_table, validation_table
 from tomgym.training.rl.episodes import (
+    Episode,
     EpisodePlayer,
     GameRow,
     group_games,
@@ -214,6 +215,7 @@ class TrainingSession:
             concurrency=cfg.concurrency,
         )
         self.kv_store = self._kv_store(cfg)
+        self.rows = build_rows(cfg)  # the dataset's rows; fresh groups are drawn from them
         self.trainer: Any = None
         self.last_batch: dict[str, list[Any]] | None = None
         self.last_rewards: list[float | None] = []
@@ -277,6 +279,7 @@ class TrainingSession:
                     prompts, tag=tag, base_seed=cfg.seed, shared_seed=cfg.shared_seed_in_group
                 )
                 episodes = self.player.play(games)
+                resampling = self.replace_flat_groups(episodes, tag)
                 # Generation can be a collective call on several GPUs: equalise the call count.
                 target = gather_max(trainer, self.trainable.generate_calls)
                 self.trainable.pad_generate_calls(target)
@@ -293,6 +296,7 @@ class TrainingSession:
                 cache = generate.cache_stats()
                 generate.invalidate()
                 self.trainable.set_generate(None)
+        metrics.update(resampling)
         metrics["time/generate_s"] = self.trainable.generate_seconds
         metrics["rollout/generate_calls"] = float(self.trainable.generate_calls)
         for key in ("prefill_tokens", "reused_tokens"):
@@ -308,6 +312,49 @@ class TrainingSession:
             trainer.add_metrics(metrics)
         self.last_batch = batch
         return batch
+
+    def episode_totals(self, episodes: Sequence[Episode]) -> list[float | None]:
+        """Each episode's total reward (None for a dropped one), as the reward function scores it."""
+        return [None if ep.dropped else self.composer(ep.record)[0] for ep in episodes]
+
+    def replace_flat_groups(self, episodes: list[Episode], tag: str) -> dict[str, float]:
+        """Dynamic sampling: replace, in place, each group whose rewards are all equal.
+
+        Up to `resample_flat_groups` rounds; each round draws one training row per flat group
+        (seeded by the rollout's tag, so a resumed run redraws the same) and plays a fresh group
+        on it in the flat group's place. Returns the rollout metrics: the flat share as drawn and
+        the number of groups replaced.
+        """
+        cfg = self.cfg
+        group = cfg.num_generations
+        if cfg.resample_flat_groups == 0 or len(episodes) < group:
+            return {}
+        drawn_flat = flat_groups(self.episode_totals(episodes), group)
+        flat = drawn_flat
+        replaced = 0
+        for attempt in range(cfg.resample_flat_groups):
+            if not flat:
+                break
+            rows = [
+                self.rows[derive_seed(cfg.seed, "resample", tag, attempt, k) % len(self.rows)]
+                for k in range(len(flat))
+            ]
+            fresh = self.player.play(
+                group_games(
+                    [row.encode() for row in rows for _ in range(group)],
+                    tag=f"{tag}-x{attempt}",
+                    base_seed=cfg.seed,
+                    shared_seed=cfg.shared_seed_in_group,
+                )
+            )
+            for k, start in enumerate(flat):
+                episodes[start : start + group] = fresh[k * group : (k + 1) * group]
+            replaced += len(flat)
+            flat = flat_groups(self.episode_totals(episodes), group)
+        return {
+            "rollout/zero_variance_groups_drawn": len(drawn_flat) / (len(episodes) // group),
+            "rollout/resampled_groups": float(replaced),
+        }
 
     # -- reward --------------------------------------------------------------------------------
     def make_reward_func(self) -> Callable[..., list[float | None]]:
@@ -358,16 +405,21 @@ class TrainingSession:
         return episode_reward
 
 
+def flat_groups(totals: Sequence[float | None], group: int) -> list[int]:
+    """Start indices of the complete groups whose kept rewards are all equal (they teach
+    nothing: every advantage is zero), fewer than two kept rewards included."""
+    flat = []
+    for start in range(0, len(totals) - group + 1, group):
+        kept = [x for x in totals[start : start + group] if x is not None]
+        if len(kept) < 2 or max(kept) - min(kept) < 1e-12:
+            flat.append(start)
+    return flat
+
+
 def zero_variance_groups(totals: Sequence[float | None], group: int) -> float:
     """Fraction of complete groups whose kept rewards are all equal (they teach nothing)."""
-    groups = [totals[i : i + group] for i in range(0, len(totals) - group + 1, group)]
-    if not groups:
-        return math.nan
-    flat = 0
-    for g in groups:
-        kept = [x for x in g if x is not None]
-        flat += len(kept) < 2 or max(kept) - min(kept) < 1e-12
-    return flat / len(groups)
+    complete = len(totals) // group
+    return len(flat_groups(totals, group)) / complete if complete else math.nan
 
 
 # ------------------------------------------------------------------------------ evaluation
@@ -478,9 +530,8 @@ def sft_warmstart(
     teacher = TranscriptRecorder(
         build_opponent(f"scripted:{cfg.sft_teacher}", seed=cfg.seed, model_path="")
     )
-    player_rows = build_rows(cfg)
     chosen = [
-        player_rows[derive_seed(cfg.seed, "sft", i) % len(player_rows)]
+        session.rows[derive_seed(cfg.seed, "sft", i) % len(session.rows)]
         for i in range(cfg.sft_games)
     ]
     games = [(f"sft-{i}", r, derive_seed(cfg.seed, "sft-seed", i)) for i, r in enumerate(chosen)]
@@ -553,8 +604,7 @@ def build_trainer(session: TrainingSession, model: Any | None = None) -> Any:
 
     cfg = session.cfg
     out_dir = Path(cfg.output_dir)
-    rows = build_rows(cfg)
-    dataset = Dataset.from_list([{"prompt": r.encode()} for r in rows])
+    dataset = Dataset.from_list([{"prompt": r.encode()} for r in session.rows])
     args = build_grpo_config(cfg, output_dir=str(out_dir), cuda=_cuda())
     trainer = DrGRPOTrainer(
         model=model if model is not None else load_model(cfg, session.model_path),

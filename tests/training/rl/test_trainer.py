@@ -187,6 +187,57 @@ def test_rejection_sft_uses_acceptance_as_advantage(
     )
 
 
+def flat_until_resampled(record: dict, ctx: Any) -> float:
+    """0 for every episode as first drawn (flat groups); the member index once resampled."""
+    game_id = record["game_id"]
+    return float(game_id.rsplit("-g", 1)[1]) if "-x0-" in game_id else 0.0
+
+
+@pytest.mark.parametrize("rounds", [0, 1])
+def test_dynamic_sampling_replaces_flat_groups_before_the_step(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch, rounds: int
+) -> None:
+    import tomgym.rewards.composer as composer
+    from tomgym.training.rl.trainer import TrainingSession, build_trainer, zero_variance_groups
+
+    monkeypatch.setitem(composer.COMPONENTS, "stepwise_tom", flat_until_resampled)
+    cfg = make_config(
+        tmp_path,
+        tiny_model_dir,
+        reward_weights={"stepwise_tom": 1.0},
+        resample_flat_groups=rounds,
+    )
+    session = TrainingSession(cfg)
+    played: list[list[Any]] = []
+    play = session.player.play
+    monkeypatch.setattr(session.player, "play", lambda games: played.append(games) or play(games))
+    trainer = build_trainer(session)
+    capture = Capture(trainer)
+    trainer.train()
+    batch = session.last_batch
+    ids = [record["game_id"] for record in batch["episode"]]
+    logged = [h for h in trainer.state.log_history if "rollout/zero_variance_groups" in h][-1]
+    ((inputs, _loss),) = capture.calls
+    if rounds == 0:  # off: the flat groups are optimised as drawn, with zero advantages
+        assert not any("-x0-" in i for i in ids)
+        assert logged["rollout/zero_variance_groups"] == 1.0
+        assert "rollout/resampled_groups" not in logged
+        assert not inputs["advantages"].abs().sum()
+        return
+    # Both groups were flat as drawn and both were replaced by fresh groups that teach.
+    assert all("-x0-" in i for i in ids) and len(ids) == 4
+    assert session.last_rewards == [0.0, 1.0, 0.0, 1.0]
+    assert zero_variance_groups(session.last_rewards, 2) == 0.0
+    assert logged["rollout/zero_variance_groups_drawn"] == 1.0
+    assert logged["rollout/resampled_groups"] == 2.0
+    assert logged["rollout/zero_variance_groups"] == 0.0
+    assert inputs["advantages"].abs().sum() > 0
+    # One fresh group per flat group, on rows of the training dataset.
+    first, fresh = played
+    assert len(first) == len(fresh) == 4
+    assert {row.encode() for _gid, row, _seed in fresh} <= {r.encode() for r in session.rows}
+
+
 def test_nan_reward_is_rejected_with_the_component_name(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
