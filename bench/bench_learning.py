@@ -8,8 +8,8 @@ the scripted base attacker, prior level 2, 5 attacker turns, the `compact_decoys
      defender's games, LoRA merged). Cached: it runs only when `--warmstart` holds no finished
      one, so its minutes are paid once and the benchmark's own budget measures Dr. GRPO.
   2. Dr. GRPO: `tomgym train CONFIG model=<warm start> sft_warmstart=false` with the reward of
-     `--reward` (fooling_tom: fooling + ToM, ADA-Fooling+ToM; fooling: ADA-Fooling; tom: ADA-ToM;
-     each plus the additive format reward the config sets).
+     `--reward` (tom, the default: ADA-ToM; fooling: ADA-Fooling; fooling_tom: fooling + ToM,
+     ADA-Fooling+ToM; each plus an additive format reward if the config sets one).
   3. evaluation: `tomgym eval tomsb --defender SPEC` on the same held-out validation games
      (greedy, `--eval-episodes` games per scenario, each with its own attacker seed) for the
      base model, the warm start, the GRPO policy and the scripted naive in-universe liar
@@ -29,8 +29,8 @@ train reward and the sampled episodes' fooled share (`train_fooled_by_step`, wha
 reward), `frac_zero_variance_groups` per step, rollout vs optimisation seconds per step, the warm
 start's wall time (and whether it was cached) and `policy_specs`.
 
-    python -m bench.bench_learning [--reward fooling_tom|fooling|tom] [--steps 8]
-        [--eval-games 20] [--eval-episodes 2] [--warmstart runs/bench_learning/warmstart]
+    python -m bench.bench_learning [--reward tom|fooling|fooling_tom] [--steps 8]
+        [--eval-games 20] [--eval-episodes 1] [--warmstart runs/bench_learning/warmstart]
         [--out runs/bench_learning/R] [--config CONFIG.yaml] [key=value ...]
 """
 
@@ -51,13 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--reward", choices=METHODS, default="fooling_tom")
+    parser.add_argument("--reward", choices=METHODS, default="tom")
     parser.add_argument("--steps", type=int, default=8, help="Dr. GRPO steps")
     parser.add_argument("--eval-games", type=int, default=20, help="held-out scenarios per stage")
     parser.add_argument(
         "--eval-episodes",
         type=int,
-        default=2,
+        default=1,
         help="games per scenario, each with its own attacker seed (the CI resamples scenarios)",
     )
     parser.add_argument("--warmstart", default="runs/bench_learning/warmstart")

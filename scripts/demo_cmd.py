@@ -5,7 +5,7 @@
 3. Makes a LoRA "double agent" defender (`training/configs/cpu_demo.yaml`, through
    `tomgym.training.rl.learning`): an SFT warm start on the scripted ToM-heuristic defender's
    games (cached under OUT/warmstart), then Dr. GRPO against the scripted base attacker with
-   the fooling + ToM reward (plus an additive format reward). The untrained model, the warm
+   the ToM reward (ADA-ToM; `--reward` picks another). The untrained model, the warm
    start, the GRPO policy and the scripted naive liar are each scored greedily on the same
    held-out validation games (prior level 2, 5 attacker turns).
 4. Prints fooled rate, ToM accuracy and format per stage, Dr. GRPO's own paired gain over the
@@ -14,8 +14,8 @@
 5. Writes plots and the HTML transcript viewer of the trained defender's games.
 
 Every finished stage under --out is reused, so an interrupted demo continues where it stopped.
-Measured on the 2-core development machine: about 31 minutes with the warm start cached (the
-first run adds about 10 minutes for it); see the README.
+On the 2-core development machine, from its stages measured there: about 45 minutes with the
+warm start cached (the first run adds about 18 minutes); see the README.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def add_subparser(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--reward",
-        default="fooling_tom",
-        help="fooling_tom | fooling | tom (the paper's ADA methods)",
+        default="tom",
+        help="tom | fooling | fooling_tom (the paper's ADA methods; tom, the best measured here)",
     )
     parser.add_argument(
         "--skip-training",
