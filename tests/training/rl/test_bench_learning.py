@@ -61,19 +61,20 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
     )
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump(cfg.to_dict()), encoding="utf-8")
-    argv = ["--config", str(config), "--steps", "1", "--eval-games", "2"]
+    argv = ["--config", str(config), "--steps", "1", "--eval-games", "2", "--eval-episodes", "2"]
     argv += ["--warmstart", str(tmp_path / "ws"), "--out", str(tmp_path / "fooling")]
     assert main([*argv, "--reward", "fooling"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     stages = {"base", "warmstart", "grpo", "naive_liar"}
     assert set(report["fooled_rate"]) == set(report["tom_accuracy"]) == stages
     assert all(0.0 <= v <= 1.0 for v in report["fooled_rate"].values())
-    # Two scenarios, two attacker seeds each (the default), resampled by scenario.
+    # Two scenarios, two attacker seeds each, resampled by scenario.
     diff = report["grpo_minus_warmstart_fooled"]
     assert diff["n"] == report["eval_games"] == 4
     assert diff["clusters"] == report["eval_scenarios"] == 2
     assert report["reward_weights"] == {"fooling": 1.0, "format": 0.5}
     assert len(report["train_reward_by_step"]) == len(report["frac_zero_variance_groups"]) == 1
+    assert report["resampled_groups_by_step"] == [None]  # dynamic sampling off: not logged
     assert report["rollout_s_by_step"][0] > 0 and report["warmstart"]["cached"] is False
     specs = report["policy_specs"]
     assert specs["grpo"].startswith(f"hf:{tmp_path / 'ws' / 'sft' / 'model'},")
