@@ -111,12 +111,11 @@ def warm_start(cfg: TrainConfig, folder: Path) -> tuple[str, dict[str, Any]]:
     started = time.perf_counter()
     done = finished_warmstart(folder)
     cached = done is not None
-    if done is not None:
+    if cached:
         check_run_folder(ws_cfg, resume=True, fields=WARMSTART_FIELDS)
     else:
-        done = train(ws_cfg, resume=(folder / CONFIG_FILE).is_file(), warmstart_only=True)[
-            "sft_warmstart"
-        ]
+        summary = train(ws_cfg, resume=(folder / CONFIG_FILE).is_file(), warmstart_only=True)
+        done = summary["sft_warmstart"]
     report = {**done, "cached": cached, "wall_seconds_this_run": time.perf_counter() - started}
     return str(folder / SFT_MODEL_DIR), report
 
