@@ -7,8 +7,8 @@ game, so every stage goes through the project's own commands and is scored on id
   finished one is reused by any config that agrees on `WARMSTART_FIELDS`).
 - `grpo_stage(cfg, model, reward, steps, folder)`: `tomgym train CONFIG model=<warm start>
   sft_warmstart=false` with the reward weights of the paper's method `reward` (read from the
-  shipped `ada_<reward>.yaml`, so the presets have one owner) plus the config's additive format
-  weight; a finished run in `folder` is reused.
+  shipped `ada_<reward>.yaml`, so the presets have one owner) plus the config's shaping terms
+  (`shaping_weights`: format, stepwise ToM, leak ...); a finished run in `folder` is reused.
 - `score_stage(spec, cfg, games, folder, episodes=...)`: `tomgym eval tomsb --defender SPEC` on
   the config's evaluation split, attackers, prior levels and env settings, `episodes` greedy games
   per scenario (each with its own attacker seed); per game (keyed by game id, so stages pair):
@@ -56,6 +56,14 @@ def method_weights(method: str) -> dict[str, float]:
         raise ValueError(f"unknown reward method {method!r}; expected one of {list(METHODS)}")
     path = resources.files("tomgym.training") / "configs" / f"ada_{method}.yaml"
     return dict(yaml.safe_load(path.read_text(encoding="utf-8"))["reward_weights"])
+
+
+def shaping_weights(weights: Mapping[str, float]) -> dict[str, float]:
+    """The terms of `weights` that no paper method owns (format, `stepwise_tom`, `leak_penalty`,
+    length ...): a learning run adds them to its method's outcome terms, so a shaping term can be
+    measured against every method without a preset per combination."""
+    owned = {term for method in METHODS for term in method_weights(method)}
+    return {term: weight for term, weight in weights.items() if term not in owned}
 
 
 def paired_difference(
@@ -123,16 +131,14 @@ def warm_start(cfg: TrainConfig, folder: Path) -> tuple[str, dict[str, Any]]:
 def grpo_stage(
     cfg: TrainConfig, model_dir: str, method: str, steps: int, folder: Path
 ) -> dict[str, Any]:
-    """Dr. GRPO from `model_dir` with `method`'s reward (plus the config's format weight); the
-    summary of a finished run in `folder` is returned as it is."""
+    """Dr. GRPO from `model_dir` with `method`'s reward plus the config's shaping terms
+    (`shaping_weights`); the summary of a finished run in `folder` is returned as it is."""
     from tomgym.training.rl.trainer import CONFIG_FILE, train
 
     done = folder / "summary.json"
     if done.is_file():
         return json.loads(done.read_text(encoding="utf-8"))
-    weights = method_weights(method)
-    if "format" in cfg.reward_weights:
-        weights["format"] = cfg.reward_weights["format"]
+    weights = {**method_weights(method), **shaping_weights(cfg.reward_weights)}
     run_cfg = cfg.model_copy(
         update={
             "model": model_dir,
