@@ -251,5 +251,5 @@ def test_demo_help_wall_time_matches_the_readme() -> None:
 
     readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
     doc = " ".join((demo_cmd.__doc__ or "").split())
-    assert "about 45 minutes with the warm start cached" in doc
-    assert "about 45 minutes with the warm start cached" in readme
+    assert "about 57 minutes with the warm start cached" in doc
+    assert "about 57 minutes with the warm start cached" in readme
