@@ -86,7 +86,8 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
     diff = report["grpo_minus_warmstart_fooled"]
     assert diff["n"] == report["eval_games"] == 4
     assert diff["clusters"] == report["eval_scenarios"] == 2
-    assert report["reward_weights"] == {"fooling": 1.0, "format": 0.5}
+    # The config's shaping terms ride along with the method's outcome term.
+    assert report["reward_weights"] == {"fooling": 1.0, "format": 0.5, "stepwise_tom": 0.25}
     assert len(report["train_reward_by_step"]) == len(report["frac_zero_variance_groups"]) == 1
     assert report["resampled_groups_by_step"] == [None]  # dynamic sampling off: not logged
     assert report["rollout_s_by_step"][0] > 0 and report["warmstart"]["cached"] is False
@@ -103,7 +104,7 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
         assert main([*argv, "--reward", "tom"]) == 0
     second = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert second["warmstart"]["cached"] is True
-    assert second["reward_weights"] == {"tom_prior": 1.0, "format": 0.5}
+    assert second["reward_weights"] == {"tom_prior": 1.0, "format": 0.5, "stepwise_tom": 0.25}
     # A ToM-only run still reports how often its sampled episodes fooled the attacker.
     assert second["train_fooling_by_step"] == [None]
     assert 0.0 <= second["train_fooled_by_step"][0] <= 1.0
