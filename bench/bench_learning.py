@@ -10,7 +10,7 @@ the scripted base attacker, prior level 2, 5 attacker turns, the `compact_decoys
   2. Dr. GRPO: `tomgym train CONFIG model=<warm start> sft_warmstart=false` with the reward of
      `--reward` (tom, the default: ADA-ToM; fooling: ADA-Fooling; fooling_tom: fooling + ToM,
      ADA-Fooling+ToM; each plus the config's shaping terms if it sets any: format,
-     stepwise_tom, leak_penalty, e.g. `'reward_weights={tom_prior: 1, stepwise_tom: 1}'`).
+     stepwise_tom, leak_penalty, e.g. `'reward_weights={leak_penalty: 1}'`).
   3. evaluation: `tomgym eval tomsb --defender SPEC` on the same held-out validation games
      (greedy, `--eval-episodes` games per scenario, each with its own attacker seed) for the
      base model, the warm start, the GRPO policy and the scripted naive in-universe liar
