@@ -8,7 +8,7 @@ game, so every stage goes through the project's own commands and is scored on id
 - `grpo_stage(cfg, model, reward, steps, folder)`: `tomgym train CONFIG model=<warm start>
   sft_warmstart=false` with the reward weights of the paper's method `reward` (read from the
   shipped `ada_<reward>.yaml`, so the presets have one owner) plus the config's shaping terms
-  (`shaping_weights`: format, stepwise ToM, leak ...); a finished run in `folder` is reused.
+  (`run_weights`: format, stepwise ToM, leak ...); a finished run in `folder` is reused.
 - `score_stage(spec, cfg, games, folder, episodes=...)`: `tomgym eval tomsb --defender SPEC` on
   the config's evaluation split, attackers, prior levels and env settings, `episodes` greedy games
   per scenario (each with its own attacker seed); per game (keyed by game id, so stages pair):
@@ -64,6 +64,12 @@ def shaping_weights(weights: Mapping[str, float]) -> dict[str, float]:
     measured against every method without a preset per combination."""
     owned = {term for method in METHODS for term in method_weights(method)}
     return {term: weight for term, weight in weights.items() if term not in owned}
+
+
+def run_weights(method: str, config_weights: Mapping[str, float]) -> dict[str, float]:
+    """The reward weights a learning run trains with: `method`'s outcome terms plus the shaping
+    terms of the config (`shaping_weights`)."""
+    return {**method_weights(method), **shaping_weights(config_weights)}
 
 
 def paired_difference(
@@ -132,18 +138,17 @@ def grpo_stage(
     cfg: TrainConfig, model_dir: str, method: str, steps: int, folder: Path
 ) -> dict[str, Any]:
     """Dr. GRPO from `model_dir` with `method`'s reward plus the config's shaping terms
-    (`shaping_weights`); the summary of a finished run in `folder` is returned as it is."""
+    (`run_weights`); the summary of a finished run in `folder` is returned as it is."""
     from tomgym.training.rl.trainer import CONFIG_FILE, train
 
     done = folder / "summary.json"
     if done.is_file():
         return json.loads(done.read_text(encoding="utf-8"))
-    weights = {**method_weights(method), **shaping_weights(cfg.reward_weights)}
     run_cfg = cfg.model_copy(
         update={
             "model": model_dir,
             "sft_warmstart": False,
-            "reward_weights": weights,
+            "reward_weights": run_weights(method, cfg.reward_weights),
             "max_steps": steps,
             "save_steps": max(1, steps // 2),
             # Scored afterwards by `score_stage`, on the same games as the other stages.

@@ -48,11 +48,11 @@ def test_paired_difference_resamples_scenarios_when_games_share_one() -> None:
 def test_a_learning_run_keeps_the_configs_shaping_terms_beside_its_method() -> None:
     """The method owns the outcome terms (fooling, ToM); format, stepwise ToM and leak terms of
     the config ride along with any method, and an outcome term of the config never does."""
-    from tomgym.training.rl.learning import method_weights, shaping_weights
+    from tomgym.training.rl.learning import run_weights, shaping_weights
 
     config = {"fooling": 2.0, "tom_prior": 1.0, "format": 0.5, "stepwise_tom": 1.0}
     assert shaping_weights(config) == {"format": 0.5, "stepwise_tom": 1.0}
-    assert {**method_weights("tom"), **shaping_weights(config)} == {
+    assert run_weights("tom", config) == {
         "tom_prior": 1.0,
         "format": 0.5,
         "stepwise_tom": 1.0,
