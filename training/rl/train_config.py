@@ -55,6 +55,7 @@ ReportTo = Literal["none", "tensorboard", "trackio", "wandb"]
 TorchDtype = Literal["float32", "bfloat16", "float16"]
 GenerationBackend = Literal["transformers", "vllm"]
 VLLMMode = Literal["colocate", "server"]
+LossForward = Literal["auto", "per_episode", "batched"]
 AttackerVariant = Literal[ATTACKER_VARIANTS]  # type: ignore[valid-type]  # the protocol's tuple
 
 METHODS: tuple[str, ...] = typing.get_args(Method)
@@ -225,6 +226,12 @@ class TrainConfig(BaseModel):
     )
     gradient_accumulation_steps: Int = _f(1, "Gradient accumulation steps.", ge=1)
     gradient_checkpointing: bool = _f(False, "Activation checkpointing (on for big models).")
+    loss_forward: LossForward = _f(
+        "auto",
+        "How the loss forward scores a micro-batch: 'batched' (TRL's padded batch), "
+        "'per_episode' (each episode alone, without its padding: no compute on pad tokens and "
+        "the causal attention kernel), 'auto' = per_episode on CPU, batched on GPU.",
+    )
     bf16: bool | None = _f(
         None, "bf16 mixed precision; null = on when CUDA supports it, off on CPU."
     )

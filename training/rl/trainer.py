@@ -615,6 +615,8 @@ def build_trainer(session: TrainingSession, model: Any | None = None) -> Any:
         peft_config=lora_config(cfg),
         rollout_func=make_rollout_func(session.run_rollout),
         method=cfg.method,
+        per_episode_forward=cfg.loss_forward == "per_episode"
+        or (cfg.loss_forward == "auto" and not _cuda()),
     )
     session.trainer = trainer
     trainer.add_callback(EvalCallback(session))

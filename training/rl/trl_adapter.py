@@ -119,9 +119,12 @@ class DrGRPOTrainer(GRPOTrainer):
     `self.acceptance` for this process's rows.
     """
 
-    def __init__(self, *args: Any, method: str = "grpo", **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, method: str = "grpo", per_episode_forward: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.method = method
+        self.per_episode_forward = per_episode_forward
         self.acceptance: list[float] | None = None
         self.last_rollout_seconds = 0.0
         self.last_advantages: torch.Tensor | None = None
@@ -129,6 +132,63 @@ class DrGRPOTrainer(GRPOTrainer):
     def add_metrics(self, metrics: Mapping[str, float], mode: str = "train") -> None:
         for key, value in metrics.items():
             self._metrics[mode][key].append(float(value))
+
+    def _get_per_token_logps_and_entropies(
+        self,
+        model: Any,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        logits_to_keep: int,
+        batch_size: int | None = None,
+        compute_entropy: bool = False,
+        compute_aux_loss: bool = False,
+        **forward_kwargs: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """TRL's scoring, or with `per_episode_forward` each row alone without its padding.
+
+        TRL pads a generation batch to its longest prompt (left) and episode (right), so every
+        row of a micro-batch pays for the longest one, and the padding mask keeps CPU attention
+        off the fused causal kernel. Scoring each row's own span and padding the per-token
+        results back to `logits_to_keep` (zeros where the row had padding; the loss masks
+        them) gives the same log-probs (RoPE depends only on relative positions) at less than
+        half the CPU time (`loss_forward` in the config). Rows whose mask has holes, MoE
+        auxiliary losses and multimodal inputs keep TRL's path.
+        """
+        spans = episode_spans(attention_mask) if self.per_episode_forward else None
+        multimodal = any(value is not None for value in forward_kwargs.values())
+        if spans is None or compute_aux_loss or multimodal:
+            return super()._get_per_token_logps_and_entropies(
+                model,
+                input_ids,
+                attention_mask,
+                logits_to_keep,
+                batch_size=batch_size,
+                compute_entropy=compute_entropy,
+                compute_aux_loss=compute_aux_loss,
+                **forward_kwargs,
+            )
+        completion_start = input_ids.size(1) - logits_to_keep
+        logps: list[torch.Tensor | None] = []
+        entropies: list[torch.Tensor | None] = []
+        for row, (start, end) in enumerate(spans):
+            kept = end - completion_start
+            if kept <= 0:  # no completion token to score (and TRL's `[:, -0:]` would keep all)
+                logps.append(None)
+                entropies.append(None)
+                continue
+            ids = input_ids[row : row + 1, start:end]
+            row_logps, row_entropies, _ = super()._get_per_token_logps_and_entropies(
+                model, ids, torch.ones_like(ids), kept, compute_entropy=compute_entropy
+            )
+            padding = (0, logits_to_keep - kept)
+            logps.append(torch.nn.functional.pad(row_logps, padding))
+            if compute_entropy:
+                entropies.append(torch.nn.functional.pad(row_entropies, padding))
+        return (
+            stack_rows(logps, logits_to_keep, input_ids.device),
+            (stack_rows(entropies, logits_to_keep, input_ids.device) if compute_entropy else None),
+            None,
+        )
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)
@@ -158,6 +218,34 @@ class DrGRPOTrainer(GRPOTrainer):
             }
         )
         return loss
+
+
+def episode_spans(attention_mask: torch.Tensor) -> list[tuple[int, int]] | None:
+    """Each row's `[start, end)` columns of real tokens, or None if some row has a hole.
+
+    TRL left-pads prompts and right-pads completions, so a row's tokens are one run of ones.
+    """
+    spans = []
+    for row in attention_mask:
+        real = row.nonzero().flatten()
+        if real.numel() == 0:
+            return None
+        start, end = int(real[0]), int(real[-1]) + 1
+        if end - start != real.numel():
+            return None
+        spans.append((start, end))
+    return spans
+
+
+def stack_rows(
+    rows: Sequence[torch.Tensor | None], width: int, device: torch.device
+) -> torch.Tensor:
+    """Rows of shape (1, width) stacked; a None row (nothing scored) becomes zeros."""
+    template = next((row for row in rows if row is not None), None)
+    if template is None:
+        return torch.zeros((len(rows), width), device=device)
+    zeros = template.new_zeros((1, width))
+    return torch.cat([zeros if row is None else row for row in rows], dim=0)
 
 
 RolloutHook = Callable[[Sequence[Any], Any, Callable[..., Any]], dict[str, list[Any]]]

@@ -131,6 +131,25 @@ def test_dr_grpo_step_mask_loss_advantages_and_resume(
         "debug/token_mismatches_max",
     ):
         assert key in logged, key
+    # 5. Scoring each episode alone without its padding (the CPU default, `loss_forward`) gives
+    #    TRL's padded-batch log-probs and entropies wherever the completion has tokens.
+    assert trainer.per_episode_forward
+    ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+    attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+    assert (attention == 0).any(), "no padding in the batch: the comparison would be vacuous"
+    keep = inputs["completion_ids"].size(1)
+    trainer.model.eval()
+    scored = {}
+    with torch.no_grad():
+        for per_episode in (True, False):
+            trainer.per_episode_forward = per_episode
+            scored[per_episode] = trainer._get_per_token_logps_and_entropies(
+                trainer.model, ids, attention, keep, compute_entropy=True
+            )
+    real = inputs["completion_mask"].bool()
+    for alone, batched in zip(scored[True][:2], scored[False][:2], strict=True):
+        assert alone.shape == batched.shape
+        assert torch.allclose(alone[real], batched[real], atol=1e-4)
     # 4. Checkpoint (adapter + trainer state) and resume to a further step.
     ckpt = Path(cfg.output_dir) / "checkpoint-1"
     assert (ckpt / "adapter_model.safetensors").is_file() and (
