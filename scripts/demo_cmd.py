@@ -14,8 +14,8 @@
 5. Writes plots and the HTML transcript viewer of the trained defender's games.
 
 Every finished stage under --out is reused, so an interrupted demo continues where it stopped.
-On the 2-core development machine, measured from a fresh clone: 82 minutes from scratch, about
-57 minutes with the warm start cached; see the README.
+On the 2-core development machine: 66 minutes from scratch, about 38 minutes with the warm
+start cached; see the README.
 """
 
 from __future__ import annotations
