@@ -605,7 +605,8 @@ def build_trainer(session: TrainingSession, model: Any | None = None) -> Any:
     cfg = session.cfg
     out_dir = Path(cfg.output_dir)
     dataset = Dataset.from_list([{"prompt": r.encode()} for r in session.rows])
-    args = build_grpo_config(cfg, output_dir=str(out_dir), cuda=_cuda())
+    cuda = _cuda()
+    args = build_grpo_config(cfg, output_dir=str(out_dir), cuda=cuda)
     trainer = DrGRPOTrainer(
         model=model if model is not None else load_model(cfg, session.model_path),
         reward_funcs=[session.make_reward_func()],
@@ -616,7 +617,7 @@ def build_trainer(session: TrainingSession, model: Any | None = None) -> Any:
         rollout_func=make_rollout_func(session.run_rollout),
         method=cfg.method,
         per_episode_forward=cfg.loss_forward == "per_episode"
-        or (cfg.loss_forward == "auto" and not _cuda()),
+        or (cfg.loss_forward == "auto" and not cuda),
     )
     session.trainer = trainer
     trainer.add_callback(EvalCallback(session))
