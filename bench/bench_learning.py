@@ -24,8 +24,10 @@ under `--warmstart`, the GRPO run and its evaluation under `--out`.
 
 Prints one JSON object on its last stdout line (also written to OUT/bench_learning.json):
 `fooled_rate` and `tom_accuracy` per stage, paired-by-game bootstrap differences
-(`grpo_minus_warmstart_fooled`, `grpo_minus_base_fooled`, the same for ToM; the bootstrap
-resamples scenarios, so two games of one scenario do not count as independent), the per-step
+(`grpo_minus_warmstart_fooled`, `grpo_minus_base_fooled`, the same for ToM, each with the games
+that went `up` and `down`; the bootstrap resamples scenarios, so two games of one scenario do
+not count as independent), `loss_reasons` per stage (how its games ended: fooled, or the mistake
+each was lost on, `tomgym.training.eval.loss_reasons`), the per-step
 train reward and the sampled episodes' fooled share (`train_fooled_by_step`, whatever the
 reward), `frac_zero_variance_groups` per step, rollout vs optimisation seconds per step, the warm
 start's wall time (and whether it was cached) and `policy_specs`.

@@ -108,7 +108,8 @@ STAGE_LABELS = {
 
 
 def stage_table(report: dict[str, Any]) -> str:
-    """Fooled rate, ToM accuracy and format per stage, and Dr. GRPO's own paired gain."""
+    """Fooled rate, ToM accuracy and format per stage, Dr. GRPO's own paired gain (with the
+    games it won and lost against the warm start) and why each stage's games were not won."""
     lines = ["| stage | fooled | ToM (prior) | format ok |", "|---|---|---|---|"]
     for name, label in STAGE_LABELS.items():
         lines.append(
@@ -121,8 +122,17 @@ def stage_table(report: dict[str, Any]) -> str:
         interval = f" (95% paired bootstrap CI [{ci[0]:+.2f}, {ci[1]:+.2f}])" if ci else ""
         lines.append(
             f"\nDr. GRPO minus warm start, {metric}: {diff['mean']:+.2f} over {diff['n']} games"
-            + interval
+            f"{interval}; games up {diff['up']}, down {diff['down']}"
         )
+    reasons = report["loss_reasons"]
+    shown = [r for r in next(iter(reasons.values())) if any(c[r] for c in reasons.values())]
+    lines += [
+        "\nHow each stage's games ended (training.eval.loss_reasons):",
+        "| stage | " + " | ".join(shown) + " |",
+        "|---|" + "---|" * len(shown),
+    ]
+    for name, label in STAGE_LABELS.items():
+        lines.append(f"| {label} | " + " | ".join(str(reasons[name][r]) for r in shown) + " |")
     return "\n".join(lines)
 
 

@@ -12,11 +12,13 @@ game, so every stage goes through the project's own commands and is scored on id
 - `score_stage(spec, cfg, games, folder, episodes=...)`: `tomgym eval tomsb --defender SPEC` on
   the config's evaluation split, attackers, prior levels and env settings, `episodes` greedy games
   per scenario (each with its own attacker seed); per game (keyed by game id, so stages pair):
-  fooling, ToM (`tom_prior`) and format, and under `SCENARIO` each game's scenario.
+  fooling, ToM (`tom_prior`) and format, under `SCENARIO` each game's scenario and under
+  `LOSS_REASON` how it ended (`training.eval.loss_reasons`: fooled, or the mistake it was lost on).
 - `stage_spec(model, cfg, adapter)`: the policy spec of a stage's model, with the trainer's turn
   budget and greedy decoding, so anyone can evaluate it elsewhere.
-- `paired_difference(after, before, clusters)`: mean per-game difference with a 95% paired
-  bootstrap CI that resamples scenarios when a scenario is played by several attacker seeds.
+- `paired_difference(after, before, clusters)`: mean per-game difference, the games that went
+  up and down, and a 95% paired bootstrap CI that resamples scenarios when a scenario is played
+  by several attacker seeds.
 - `step_metrics(log_history)`: the per-step train numbers of a GRPO run.
 
 `run_learning(...)` chains them (the stages before GRPO first, so their numbers show while it
@@ -46,6 +48,9 @@ STAGES = ("base", "warmstart", "grpo", "naive_liar")
 METRICS = ("fooling", "tom", "format")
 """The per-game scores of a stage (`score_stage`)."""
 SCENARIO = "scenario"
+LOSS_REASON = "loss_reason"
+"""Beside the metrics, per game: its scenario and why it was not won
+(`training.eval.loss_reasons`)."""
 NAIVE_LIAR = "scripted:naive"
 DEFENDER = "defender_0"
 
@@ -79,15 +84,20 @@ def paired_difference(
     seed: int = 0,
     draws: int = 10_000,
 ) -> dict[str, Any]:
-    """Mean of after - before over the games scored in both, with a 95% paired-bootstrap CI
-    (`ci95`, present from two resampling units on).
+    """Mean of after - before over the games scored in both, how many went up and down, with a
+    95% paired-bootstrap CI (`ci95`, present from two resampling units on).
 
     `clusters` maps a game id to its scenario: games of one scenario (several attacker seeds) are
     correlated, so the bootstrap then resamples scenarios, not games (`clusters` in the result
     counts them)."""
     keys = sorted(set(after) & set(before))
     diffs = np.array([after[k] - before[k] for k in keys], dtype=float)
-    out: dict[str, Any] = {"mean": float(diffs.mean()) if len(diffs) else math.nan, "n": len(keys)}
+    out: dict[str, Any] = {
+        "mean": float(diffs.mean()) if len(diffs) else math.nan,
+        "n": len(keys),
+        "up": int((diffs > 0).sum()),
+        "down": int((diffs < 0).sum()),
+    }
     if clusters is None:
         units = [[float(d)] for d in diffs]
     else:
@@ -181,9 +191,10 @@ def score_stage(
 ) -> dict[str, dict[str, Any]]:
     """Evaluate `spec` on `games` held-out scenarios, `episodes` games each (resuming a run in
     `folder`); per metric ("fooling", "tom", "format"), per game id, the score, and under
-    `SCENARIO` the scenario of every game id."""
+    `SCENARIO` and `LOSS_REASON` the scenario and the loss reason of every game id."""
     from tomgym.rewards import shaping, tomsb
     from tomgym.training.eval.jobs import evaluate_tomsb
+    from tomgym.training.eval.loss_reasons import benchmark_scenario, loss_reason
     from tomgym.training.run_folder import SUMMARY_FILE, RunFolder
 
     if not (folder / SUMMARY_FILE).is_file():
@@ -201,13 +212,14 @@ def score_stage(
             prior_levels=cfg.prior_levels,
             progress=progress,
         )
-    scores: dict[str, dict[str, Any]] = {metric: {} for metric in (*METRICS, SCENARIO)}
+    scores: dict[str, dict[str, Any]] = {metric: {} for metric in (*METRICS, SCENARIO, LOSS_REASON)}
     for record in RunFolder(folder).records():
         key = record["game_id"]
         scores["fooling"][key] = tomsb.fooling(record)
         scores["tom"][key] = tomsb.tom_prior(record)
         scores["format"][key] = shaping.format_ok(record, DEFENDER)
         scores[SCENARIO][key] = record["eval"]["scenario"]
+        scores[LOSS_REASON][key] = loss_reason(record, benchmark_scenario(record), DEFENDER)
     return scores
 
 
@@ -263,6 +275,8 @@ def run_learning(
     """Warm start (cached in `warmstart_dir`, with the reward-independent evaluations), Dr. GRPO
     and its evaluation (in `out`), every stage on `eval_games` scenarios x `eval_episodes`
     attacker seeds; returns the report (see the module doc)."""
+    from tomgym.training.eval.loss_reasons import count_reasons
+
     method_weights(method)  # a bad method fails before anything runs
     started = time.perf_counter()
     ws_model, ws_report = warm_start(cfg, warmstart_dir)
@@ -306,6 +320,9 @@ def run_learning(
         "fooled_rate": {name: _mean(scores[name]["fooling"]) for name in STAGES},
         "tom_accuracy": {name: _mean(scores[name]["tom"]) for name in STAGES},
         "format_ok_rate": {name: _mean(scores[name]["format"]) for name in STAGES},
+        "loss_reasons": {
+            name: count_reasons(scores[name][LOSS_REASON].values()) for name in STAGES
+        },
     }
     for metric, label in (("fooling", "fooled"), ("tom", "tom")):
         for before in ("warmstart", "base"):

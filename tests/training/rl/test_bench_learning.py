@@ -24,7 +24,10 @@ def test_paired_difference_pairs_by_game_and_brackets_the_mean() -> None:
     diff = paired_difference(after, before)
     assert diff["n"] == 4 and diff["mean"] == pytest.approx(0.5)
     assert diff["ci95"][0] <= 0.5 <= diff["ci95"][1] and diff["ci95"][1] <= 1.0
-    assert paired_difference({"a": 1.0}, {"a": 0.0}) == {"mean": 1.0, "n": 1}
+    assert (diff["up"], diff["down"]) == (2, 0)
+    assert paired_difference({"a": 1.0}, {"a": 0.0}) == {"mean": 1.0, "n": 1, "up": 1, "down": 0}
+    mixed = paired_difference({"a": 1.0, "b": 0.0, "c": 0.5}, {"a": 0.0, "b": 1.0, "c": 0.5})
+    assert (mixed["up"], mixed["down"], mixed["mean"]) == (1, 1, 0.0)
 
 
 def test_paired_difference_resamples_scenarios_when_games_share_one() -> None:
@@ -82,6 +85,10 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
     stages = {"base", "warmstart", "grpo", "naive_liar"}
     assert set(report["fooled_rate"]) == set(report["tom_accuracy"]) == stages
     assert all(0.0 <= v <= 1.0 for v in report["fooled_rate"].values())
+    # Every scored game of every stage has one loss reason ("fooled" for the won ones).
+    for stage, counts in report["loss_reasons"].items():
+        assert sum(counts.values()) == report["eval_games"], stage
+        assert counts["fooled"] == round(report["fooled_rate"][stage] * report["eval_games"])
     # Two scenarios, two attacker seeds each, resampled by scenario.
     diff = report["grpo_minus_warmstart_fooled"]
     assert diff["n"] == report["eval_games"] == 4
