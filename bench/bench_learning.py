@@ -15,6 +15,10 @@ the scripted base attacker, prior level 2, 5 attacker turns, the `compact_decoys
      (greedy, `--eval-episodes` games per scenario, each with its own attacker seed) for the
      base model, the warm start, the GRPO policy and the scripted naive in-universe liar
      (`scripted:naive`) as a reference.
+  4. optional, `--sampled-episodes N`: the warm start and the GRPO policy again, sampling at the
+     rollout temperature (`--sampled-temperature`), N games per scenario, paired by game
+     (`sampled` in the output): the expected fooling rate of the policy Dr. GRPO optimises,
+     with N games behind each scenario instead of one greedy game.
 
 Each stage's model is a policy spec (`policy_specs` in the output) that `tomgym eval tomsb
 --defender SPEC` loads, so the trained defender can be evaluated on other splits and attackers.
@@ -33,8 +37,9 @@ reward), `frac_zero_variance_groups` per step, rollout vs optimisation seconds p
 start's wall time (and whether it was cached) and `policy_specs`.
 
     python -m bench.bench_learning [--reward tom|fooling|fooling_tom] [--steps 8]
-        [--eval-games 20] [--eval-episodes 1] [--warmstart runs/bench_learning/warmstart]
-        [--out runs/bench_learning/R] [--config CONFIG.yaml] [key=value ...]
+        [--eval-games 20] [--eval-episodes 1] [--sampled-episodes 0] [--sampled-temperature T]
+        [--warmstart runs/bench_learning/warmstart] [--out runs/bench_learning/R]
+        [--config CONFIG.yaml] [key=value ...]
 """
 
 from __future__ import annotations
@@ -63,6 +68,18 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="games per scenario, each with its own attacker seed (the CI resamples scenarios)",
     )
+    parser.add_argument(
+        "--sampled-episodes",
+        type=int,
+        default=0,
+        help="also score the warm start and the GRPO policy by sampling, N games per scenario",
+    )
+    parser.add_argument(
+        "--sampled-temperature",
+        type=float,
+        default=None,
+        help="temperature of the sampled evaluation (default: the config's rollout temperature)",
+    )
     parser.add_argument("--warmstart", default="runs/bench_learning/warmstart")
     parser.add_argument("--out", default=None, help="default: runs/bench_learning/<reward>")
     parser.add_argument("--seed", type=int, default=0)
@@ -82,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
             steps=args.steps,
             eval_games=args.eval_games,
             eval_episodes=args.eval_episodes,
+            sampled_episodes=args.sampled_episodes,
+            sampled_temperature=args.sampled_temperature,
             warmstart_dir=Path(args.warmstart),
             out=out,
         ),

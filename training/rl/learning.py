@@ -14,8 +14,9 @@ game, so every stage goes through the project's own commands and is scored on id
   per scenario (each with its own attacker seed); per game (keyed by game id, so stages pair):
   fooling, ToM (`tom_prior`) and format, under `SCENARIO` each game's scenario and under
   `LOSS_REASON` how it ended (`training.eval.loss_reasons`: fooled, or the mistake it was lost on).
-- `stage_spec(model, cfg, adapter)`: the policy spec of a stage's model, with the trainer's turn
-  budget and greedy decoding, so anyone can evaluate it elsewhere.
+- `stage_spec(model, cfg, adapter, temperature)`: the policy spec of a stage's model, with the
+  trainer's turn budget and greedy decoding (or sampling at `temperature`), so anyone can
+  evaluate it elsewhere.
 - `paired_difference(after, before, clusters)`: mean per-game difference, the games that went
   up and down, and a 95% paired bootstrap CI that resamples scenarios when a scenario is played
   by several attacker seeds.
@@ -23,6 +24,13 @@ game, so every stage goes through the project's own commands and is scored on id
 
 `run_learning(...)` chains them (the stages before GRPO first, so their numbers show while it
 trains) and returns the report `bench/bench_learning.py` prints and `tomgym demo` tabulates.
+
+Greedy games are the benchmark's measure, but one greedy game per scenario says little about a
+policy that Dr. GRPO changed only in probability: a scenario moves only when its greedy argmax
+flips. With `sampled_episodes > 0` the warm start and the GRPO policy are also scored by sampling
+(at the rollout temperature, the policy Dr. GRPO optimises) on `sampled_episodes` games per
+scenario, paired by game and resampled by scenario (`report["sampled"]`): a supplementary
+measure of the expected fooling rate with more games behind each scenario.
 """
 
 from __future__ import annotations
@@ -171,10 +179,13 @@ def grpo_stage(
     return train(run_cfg, resume=(folder / CONFIG_FILE).is_file())
 
 
-def stage_spec(model: str, cfg: TrainConfig, adapter: str | None = None) -> str:
-    """The policy spec that loads a stage's model with the trainer's turn budget, greedily."""
+def stage_spec(
+    model: str, cfg: TrainConfig, adapter: str | None = None, temperature: float = 0
+) -> str:
+    """The policy spec that loads a stage's model with the trainer's turn budget, greedily
+    (`temperature` 0) or sampling at `temperature`."""
     head = "default" if model == "default" else f"hf:{model}"
-    options: dict[str, Any] = {"temperature": 0, "max_new_tokens": cfg.max_turn_tokens}
+    options: dict[str, Any] = {"temperature": temperature, "max_new_tokens": cfg.max_turn_tokens}
     if adapter is not None:
         options["adapter"] = adapter
     return head + "".join(f",{key}={value}" for key, value in options.items())
@@ -187,6 +198,7 @@ def score_stage(
     folder: Path,
     *,
     episodes: int = 1,
+    concurrency: int = 16,
     progress: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Evaluate `spec` on `games` held-out scenarios, `episodes` games each (resuming a run in
@@ -205,7 +217,7 @@ def score_stage(
             episodes_per_scenario=episodes,
             seeds=1,
             out_dir=folder,
-            concurrency=16,
+            concurrency=concurrency,
             resume=(folder / "games.jsonl").is_file(),
             max_scenarios=games,
             env_config=cfg.env_config,
@@ -223,8 +235,11 @@ def score_stage(
     return scores
 
 
-def eval_folder(stage: str, episodes: int) -> str:
-    """The folder name of a stage's evaluation (one per episode count, so none is mixed)."""
+def eval_folder(stage: str, episodes: int, temperature: float = 0) -> str:
+    """The folder name of a stage's evaluation (one per episode count and temperature, so none
+    is mixed)."""
+    if temperature:
+        return f"eval_{stage}_t{temperature:g}_{episodes}ep"
     return f"eval_{stage}" if episodes == 1 else f"eval_{stage}_{episodes}ep"
 
 
@@ -269,15 +284,26 @@ def run_learning(
     warmstart_dir: Path,
     out: Path,
     eval_episodes: int = 1,
+    sampled_episodes: int = 0,
+    sampled_temperature: float | None = None,
     progress: bool = False,
     on_stage: Callable[[str, dict[str, float]], None] | None = None,
 ) -> dict[str, Any]:
     """Warm start (cached in `warmstart_dir`, with the reward-independent evaluations), Dr. GRPO
     and its evaluation (in `out`), every stage on `eval_games` scenarios x `eval_episodes`
-    attacker seeds; returns the report (see the module doc)."""
+    attacker seeds, greedily; with `sampled_episodes`, the warm start and the GRPO policy also
+    sampling at `sampled_temperature` (default: the config's rollout temperature) on
+    `eval_games` scenarios x `sampled_episodes` games (`report["sampled"]`). Returns the report
+    (see the module doc)."""
     from tomgym.training.eval.loss_reasons import count_reasons
 
-    method_weights(method)  # a bad method fails before anything runs
+    method_weights(method)  # a bad method or sampled setting fails before anything runs
+    temperature = cfg.temperature if sampled_temperature is None else sampled_temperature
+    if sampled_episodes < 0 or (sampled_episodes and temperature <= 0):
+        raise ValueError(
+            "a sampled evaluation needs sampled_episodes >= 0 and a temperature > 0, got "
+            f"{sampled_episodes} and {temperature}"
+        )
     started = time.perf_counter()
     ws_model, ws_report = warm_start(cfg, warmstart_dir)
     specs = {
@@ -339,5 +365,71 @@ def run_learning(
     report["warmstart"]["steps"] = cfg.sft_steps
     report["eval_seconds"] = eval_seconds
     report["policy_specs"] = specs
+    if sampled_episodes:
+        report["sampled"] = sampled_comparison(
+            cfg,
+            {"warmstart": (ws_model, None), "grpo": (ws_model, str(out / "grpo" / "final"))},
+            {"warmstart": warmstart_dir, "grpo": out},
+            games=eval_games,
+            episodes=sampled_episodes,
+            temperature=temperature,
+            progress=progress,
+        )
     report["wall_seconds"] = time.perf_counter() - started
+    return report
+
+
+SAMPLED_CONCURRENCY = 32
+"""Games played at once in a sampled evaluation (several per scenario, so more than greedy's 16:
+the cached KV path gains most from batching, README "Multi-turn generation")."""
+
+
+def sampled_comparison(
+    cfg: TrainConfig,
+    models: Mapping[str, tuple[str, str | None]],
+    folders: Mapping[str, Path],
+    *,
+    games: int,
+    episodes: int,
+    temperature: float,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Score `models` ("warmstart", "grpo": model folder and adapter) by sampling at
+    `temperature`, `episodes` games per scenario on `games` held-out scenarios (each stage's
+    evaluation under its folder in `folders`, resumed or reused), and pair GRPO with the warm
+    start by game, resampling scenarios."""
+    if temperature <= 0:
+        raise ValueError(f"a sampled evaluation needs a temperature > 0, got {temperature}")
+    scores: dict[str, dict[str, dict[str, Any]]] = {}
+    specs: dict[str, str] = {}
+    seconds: dict[str, float] = {}
+    for name, (model, adapter) in models.items():
+        t0 = time.perf_counter()
+        specs[name] = stage_spec(model, cfg, adapter, temperature=temperature)
+        scores[name] = score_stage(
+            specs[name],
+            cfg,
+            games,
+            folders[name] / eval_folder(name, episodes, temperature),
+            episodes=episodes,
+            concurrency=SAMPLED_CONCURRENCY,
+            progress=progress,
+        )
+        seconds[name] = time.perf_counter() - t0
+        logger.info("sampled stage %s (%s): %s", name, specs[name], stage_means(scores[name]))
+    report: dict[str, Any] = {
+        "temperature": temperature,
+        "episodes_per_scenario": episodes,
+        "eval_games": len(scores["grpo"]["fooling"]),
+        "eval_scenarios": len(set(scores["grpo"][SCENARIO].values())),
+        "fooled_rate": {name: _mean(scores[name]["fooling"]) for name in scores},
+        "tom_accuracy": {name: _mean(scores[name]["tom"]) for name in scores},
+        "format_ok_rate": {name: _mean(scores[name]["format"]) for name in scores},
+    }
+    for metric, label in (("fooling", "fooled"), ("tom", "tom")):
+        report[f"grpo_minus_warmstart_{label}"] = paired_difference(
+            scores["grpo"][metric], scores["warmstart"][metric], clusters=scores["grpo"][SCENARIO]
+        )
+    report["eval_seconds"] = seconds
+    report["policy_specs"] = specs
     return report

@@ -80,7 +80,8 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
     config.write_text(yaml.safe_dump(cfg.to_dict()), encoding="utf-8")
     argv = ["--config", str(config), "--steps", "1", "--eval-games", "2", "--eval-episodes", "2"]
     argv += ["--warmstart", str(tmp_path / "ws"), "--out", str(tmp_path / "fooling")]
-    assert main([*argv, "--reward", "fooling"]) == 0
+    sampled = ["--sampled-episodes", "3"]
+    assert main([*argv, *sampled, "--reward", "fooling"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     stages = {"base", "warmstart", "grpo", "naive_liar"}
     assert set(report["fooled_rate"]) == set(report["tom_accuracy"]) == stages
@@ -102,15 +103,37 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
     assert specs["grpo"].startswith(f"hf:{tmp_path / 'ws' / 'sft' / 'model'},")
     assert f"adapter={tmp_path / 'fooling' / 'grpo' / 'final'}" in specs["grpo"]
     assert (tmp_path / "fooling" / "bench_learning.json").is_file()
+    # The sampled evaluation: warm start and GRPO policy at the rollout temperature, three games
+    # per scenario, paired by game; its folders apart from the greedy ones.
+    sample = report["sampled"]
+    assert sample["temperature"] == cfg.temperature > 0
+    assert sample["episodes_per_scenario"] == 3
+    assert set(sample["fooled_rate"]) == set(sample["tom_accuracy"]) == {"warmstart", "grpo"}
+    assert sample["grpo_minus_warmstart_fooled"]["n"] == sample["eval_games"] == 6
+    assert sample["grpo_minus_warmstart_tom"]["clusters"] == sample["eval_scenarios"] == 2
+    assert f"temperature={cfg.temperature}," in sample["policy_specs"]["grpo"]
+    assert (
+        specs["grpo"].replace("temperature=0,", f"temperature={cfg.temperature},")
+        == (sample["policy_specs"]["grpo"])
+    )
+    sampled_ws = tmp_path / "ws" / f"eval_warmstart_t{cfg.temperature:g}_3ep"
+    assert (sampled_ws / "summary.json").is_file()
+    played_at = (sampled_ws / "games.jsonl").stat().st_mtime_ns
+    assert (tmp_path / "fooling" / f"eval_grpo_t{cfg.temperature:g}_3ep" / "summary.json").is_file()
+    with pytest.raises(ValueError, match="temperature > 0"):
+        main([*argv, *sampled, "--sampled-temperature", "0", "--reward", "fooling"])
 
     # Another reward reuses the warm start and the reward-independent evaluations, even while
     # a concurrent run holds the warm-start folder (a finished warm start is only read) ...
     argv[-1] = str(tmp_path / "tom")
     with RunFolder(tmp_path / "ws") as held:
         held.acquire()
-        assert main([*argv, "--reward", "tom"]) == 0
+        assert main([*argv, *sampled, "--reward", "tom"]) == 0
     second = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert second["warmstart"]["cached"] is True
+    # The warm start's sampled games are reward-independent too: read back, not replayed.
+    assert second["sampled"]["fooled_rate"]["warmstart"] == sample["fooled_rate"]["warmstart"]
+    assert (sampled_ws / "games.jsonl").stat().st_mtime_ns == played_at
     assert second["reward_weights"] == {"tom_prior": 1.0, "format": 0.5, "stepwise_tom": 0.25}
     # A ToM-only run still reports how often its sampled episodes fooled the attacker.
     assert second["train_fooling_by_step"] == [None]
