@@ -270,6 +270,30 @@ def _mean(values: Mapping[str, float]) -> float:
     return float(np.mean(list(values.values()))) if values else math.nan
 
 
+RATES = {"fooled_rate": "fooling", "tom_accuracy": "tom", "format_ok_rate": "format"}
+"""The report's per-stage rates, each the mean of one `score_stage` metric over the games."""
+PAIRED = {"fooled": "fooling", "tom": "tom"}
+"""The metrics the report pairs by game between stages (`grpo_minus_<before>_<label>`)."""
+
+
+def stage_rates(scores: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    """Per rate of `RATES`, per stage of `scores` (stage -> `score_stage` result), the mean."""
+    return {
+        rate: {name: _mean(stage[metric]) for name, stage in scores.items()}
+        for rate, metric in RATES.items()
+    }
+
+
+def grpo_minus(
+    scores: Mapping[str, Mapping[str, Mapping[str, Any]]], before: str, label: str
+) -> dict[str, Any]:
+    """`paired_difference` of the "grpo" stage over `before` on `PAIRED[label]`, by scenario."""
+    metric = PAIRED[label]
+    return paired_difference(
+        scores["grpo"][metric], scores[before][metric], clusters=scores["grpo"][SCENARIO]
+    )
+
+
 def stage_means(scores: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
     """Per metric of `score_stage`'s result, the mean over games."""
     return {metric: _mean(scores[metric]) for metric in METRICS}
@@ -343,18 +367,14 @@ def run_learning(
         "reward_weights": run["config"]["reward_weights"],
         "eval_games": len(scores["grpo"]["fooling"]),
         "eval_scenarios": len(set(scores["grpo"][SCENARIO].values())),
-        "fooled_rate": {name: _mean(scores[name]["fooling"]) for name in STAGES},
-        "tom_accuracy": {name: _mean(scores[name]["tom"]) for name in STAGES},
-        "format_ok_rate": {name: _mean(scores[name]["format"]) for name in STAGES},
+        **stage_rates({name: scores[name] for name in STAGES}),
         "loss_reasons": {
             name: count_reasons(scores[name][LOSS_REASON].values()) for name in STAGES
         },
     }
-    for metric, label in (("fooling", "fooled"), ("tom", "tom")):
+    for label in PAIRED:
         for before in ("warmstart", "base"):
-            report[f"grpo_minus_{before}_{label}"] = paired_difference(
-                scores["grpo"][metric], scores[before][metric], clusters=scores["grpo"][SCENARIO]
-            )
+            report[f"grpo_minus_{before}_{label}"] = grpo_minus(scores, before, label)
     report.update(step_metrics(run.get("log_history", [])))
     report["grpo_seconds"] = run.get("grpo", {}).get("seconds")
     report["warmstart"] = {
@@ -422,14 +442,10 @@ def sampled_comparison(
         "episodes_per_scenario": episodes,
         "eval_games": len(scores["grpo"]["fooling"]),
         "eval_scenarios": len(set(scores["grpo"][SCENARIO].values())),
-        "fooled_rate": {name: _mean(scores[name]["fooling"]) for name in scores},
-        "tom_accuracy": {name: _mean(scores[name]["tom"]) for name in scores},
-        "format_ok_rate": {name: _mean(scores[name]["format"]) for name in scores},
+        **stage_rates(scores),
     }
-    for metric, label in (("fooling", "fooled"), ("tom", "tom")):
-        report[f"grpo_minus_warmstart_{label}"] = paired_difference(
-            scores["grpo"][metric], scores["warmstart"][metric], clusters=scores["grpo"][SCENARIO]
-        )
+    for label in PAIRED:
+        report[f"grpo_minus_warmstart_{label}"] = grpo_minus(scores, "warmstart", label)
     report["eval_seconds"] = seconds
     report["policy_specs"] = specs
     return report
