@@ -38,7 +38,8 @@ start's wall time (and whether it was cached) and `policy_specs`.
 
     python -m bench.bench_learning [--reward tom|fooling|fooling_tom] [--steps 8]
         [--eval-games 20] [--eval-episodes 1] [--sampled-episodes 0] [--sampled-temperature T]
-        [--warmstart runs/bench_learning/warmstart] [--out runs/bench_learning/R]
+        [--seed 0] [--grpo-seed S] [--warmstart runs/bench_learning/warmstart]
+        [--out runs/bench_learning/R]
         [--config CONFIG.yaml] [key=value ...]
 """
 
@@ -83,6 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmstart", default="runs/bench_learning/warmstart")
     parser.add_argument("--out", default=None, help="default: runs/bench_learning/<reward>")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--grpo-seed",
+        type=int,
+        default=None,
+        help="seed of the Dr. GRPO stage alone (default: --seed): replicates from one warm start",
+    )
     parser.add_argument("--config", default=None, help="default: training/configs/cpu_demo.yaml")
     parser.add_argument("overrides", nargs="*", help="key=value config overrides (as tomgym train)")
     args = parser.parse_args(argv)
@@ -101,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             eval_episodes=args.eval_episodes,
             sampled_episodes=args.sampled_episodes,
             sampled_temperature=args.sampled_temperature,
+            grpo_seed=args.grpo_seed,
             warmstart_dir=Path(args.warmstart),
             out=out,
         ),

@@ -310,6 +310,7 @@ def run_learning(
     eval_episodes: int = 1,
     sampled_episodes: int = 0,
     sampled_temperature: float | None = None,
+    grpo_seed: int | None = None,
     progress: bool = False,
     on_stage: Callable[[str, dict[str, float]], None] | None = None,
 ) -> dict[str, Any]:
@@ -317,8 +318,9 @@ def run_learning(
     and its evaluation (in `out`), every stage on `eval_games` scenarios x `eval_episodes`
     attacker seeds, greedily; with `sampled_episodes`, the warm start and the GRPO policy also
     sampling at `sampled_temperature` (default: the config's rollout temperature) on
-    `eval_games` scenarios x `sampled_episodes` games (`report["sampled"]`). Returns the report
-    (see the module doc)."""
+    `eval_games` scenarios x `sampled_episodes` games (`report["sampled"]`). `grpo_seed` (default
+    `cfg.seed`) seeds the Dr. GRPO stage alone, so replicates of it start from one cached warm
+    start (whose seed is part of its cache key). Returns the report (see the module doc)."""
     from tomgym.training.eval.loss_reasons import count_reasons
 
     method_weights(method)  # a bad method or sampled setting fails before anything runs
@@ -359,12 +361,14 @@ def run_learning(
 
     for name in ("naive_liar", "warmstart", "base"):
         score(name)
-    run = grpo_stage(cfg, ws_model, method, steps, out / "grpo")
+    grpo_cfg = cfg if grpo_seed is None else cfg.model_copy(update={"seed": grpo_seed})
+    run = grpo_stage(grpo_cfg, ws_model, method, steps, out / "grpo")
     score("grpo")
 
     report: dict[str, Any] = {
         "reward": method,
         "reward_weights": run["config"]["reward_weights"],
+        "grpo_seed": run["config"].get("seed"),
         "eval_games": len(scores["grpo"]["fooling"]),
         "eval_scenarios": len(set(scores["grpo"][SCENARIO].values())),
         **stage_rates({name: scores[name] for name in STAGES}),

@@ -123,14 +123,19 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
     with pytest.raises(ValueError, match="temperature > 0"):
         main([*argv, *sampled, "--sampled-temperature", "0", "--reward", "fooling"])
 
+    assert report["grpo_seed"] == 0  # --seed (default 0) seeds every stage unless --grpo-seed
+
     # Another reward reuses the warm start and the reward-independent evaluations, even while
-    # a concurrent run holds the warm-start folder (a finished warm start is only read) ...
+    # a concurrent run holds the warm-start folder (a finished warm start is only read), and
+    # with its own Dr. GRPO seed (the warm start's seed is part of its cache key) ...
     argv[-1] = str(tmp_path / "tom")
     with RunFolder(tmp_path / "ws") as held:
         held.acquire()
-        assert main([*argv, *sampled, "--reward", "tom"]) == 0
+        assert main([*argv, *sampled, "--reward", "tom", "--grpo-seed", "5"]) == 0
     second = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert second["warmstart"]["cached"] is True
+    assert second["grpo_seed"] == 5
+    assert json.loads((tmp_path / "tom" / "grpo" / "train_config.json").read_text())["seed"] == 5
     # The warm start's sampled games are reward-independent too: read back, not replayed.
     assert second["sampled"]["fooled_rate"]["warmstart"] == sample["fooled_rate"]["warmstart"]
     assert (sampled_ws / "games.jsonl").stat().st_mtime_ns == played_at
@@ -142,3 +147,5 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
     # ... but not with a config that would have trained another warm start.
     with pytest.raises(ConfigError, match="sft_steps"):
         main([*argv[:-1], str(tmp_path / "other"), "--reward", "tom", "sft_steps=2"])
+    with pytest.raises(ConfigError, match="seed"):
+        main([*argv[:-1], str(tmp_path / "other"), "--reward", "tom", "--seed", "5"])
