@@ -34,7 +34,8 @@ not count as independent), `loss_reasons` per stage (how its games ended: fooled
 each was lost on, `tomgym.training.eval.loss_reasons`), the per-step
 train reward and the sampled episodes' fooled share (`train_fooled_by_step`, whatever the
 reward), `frac_zero_variance_groups` per step, rollout vs optimisation seconds per step, the warm
-start's wall time (and whether it was cached) and `policy_specs`.
+start's wall time (and whether it was cached), the Dr. GRPO stage's seed (`grpo_seed`) and
+`policy_specs`.
 
     python -m bench.bench_learning [--reward tom|fooling|fooling_tom] [--steps 8]
         [--eval-games 20] [--eval-episodes 1] [--sampled-episodes 0] [--sampled-temperature T]
