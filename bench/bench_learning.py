@@ -34,8 +34,10 @@ not count as independent), `loss_reasons` per stage (how its games ended: fooled
 each was lost on, `tomgym.training.eval.loss_reasons`), the per-step
 train reward and the sampled episodes' fooled share (`train_fooled_by_step`, whatever the
 reward), `frac_zero_variance_groups` per step, rollout vs optimisation seconds per step, the warm
-start's wall time (and whether it was cached), the Dr. GRPO stage's seed (`grpo_seed`) and
-`policy_specs`.
+start's wall time (and whether it was cached), the Dr. GRPO stage's seed (`grpo_seed`), whether
+belief values were constrained (`constrain_beliefs`: `constrain_beliefs=true` decodes them inside
+the universe's names in the rollouts and in every model stage's evaluation, whose folders then end
+in `_constrained`) and `policy_specs`.
 
     python -m bench.bench_learning [--reward tom|fooling|fooling_tom] [--steps 8]
         [--eval-games 20] [--eval-episodes 1] [--sampled-episodes 0] [--sampled-temperature T]

@@ -27,6 +27,9 @@ over a batch of token-id prompts, each optionally tagged with a conversation key
   `stop_when(decoded_text)` says the answer is complete (`"answer"`), when `repetition_guard`
   is on and its ids end in a runaway loop (`repeating_tail`: the same 1-4-token pattern 8 times
   in a row, `"repetition"`), or at `max_new_tokens` (`"length"`).
+- Constraints: `constraints[i]` (an `agents.llm.constraints.TokenConstraint`, or None) is asked
+  before each of row i's tokens which ids may come next; every other logit is masked out before
+  the pick, and the log-probs are those of the masked distribution.
 - Context window: a prompt with `len(prompt) + max_new_tokens > context_window` is never fed;
   `generate` raises `ContextWindowExceeded` naming every such row before any work is done, so the
   caller ends those conversations as truncated (reason `"context_window"`) instead of feeding
@@ -43,12 +46,15 @@ import math
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tomgym.agents.llm.attention import grouped_attention
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
+
+if TYPE_CHECKING:
+    from tomgym.agents.llm.constraints import TokenConstraint
 
 ConversationKey = Hashable
 
@@ -416,6 +422,26 @@ def _save_row(
     return past
 
 
+def _constrained(
+    logits: torch.Tensor,
+    rules: Sequence[TokenConstraint | None],
+    completions: Sequence[list[int]],
+) -> torch.Tensor:
+    """`logits` with every token a row's constraint does not allow set to -inf."""
+    masked = None
+    for row, (rule, ids) in enumerate(zip(rules, completions, strict=True)):
+        allowed = rule.allowed(ids) if rule is not None else None
+        if not allowed:
+            continue
+        if masked is None:
+            masked = logits.clone()
+        keep = torch.tensor(list(allowed), dtype=torch.long, device=logits.device)
+        row_logits = torch.full_like(masked[row], float("-inf"))
+        row_logits[keep] = masked[row, keep]
+        masked[row] = row_logits
+    return logits if masked is None else masked
+
+
 class CachedGenerator:
     """Batched multi-turn generation over a causal LM with optional per-conversation KV reuse.
 
@@ -492,12 +518,14 @@ class CachedGenerator:
         stop_when: Callable[[list[int]], bool] | None = None,
         repetition_guard: bool = False,
         max_batch_size: int = 64,
+        constraints: Sequence[TokenConstraint | None] | None = None,
     ) -> list[Completion]:
         """One completion per prompt; `keys[i]` names its conversation (None: not cached).
 
         `stop_when(completion_ids)` is asked after each token (that is not EOS) whether the answer
-        is complete; `repetition_guard` stops a row whose ids end in `repeating_tail`. Two
-        prompts of one call must not share a key.
+        is complete; `repetition_guard` stops a row whose ids end in `repeating_tail`;
+        `constraints[i]` restricts row i's next tokens (module doc). Two prompts of one call must
+        not share a key.
         """
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -507,6 +535,9 @@ class CachedGenerator:
         keys = list(keys) if keys is not None else [None] * len(prompts)
         if len(keys) != len(prompts):
             raise ValueError(f"{len(keys)} keys for {len(prompts)} prompts")
+        rules = list(constraints) if constraints is not None else [None] * len(prompts)
+        if len(rules) != len(prompts):
+            raise ValueError(f"{len(rules)} constraints for {len(prompts)} prompts")
         named = [k for k in keys if k is not None]
         if len(set(named)) != len(named):
             raise ValueError("two prompts of one call share a conversation key")
@@ -526,6 +557,7 @@ class CachedGenerator:
                     stop_when=stop_when,
                     repetition_guard=repetition_guard,
                     keep_state=[keys[i] is not None and self.store is not None for i in group],
+                    constraints=[rules[i] for i in group],
                 )
                 for i, completion, state in zip(group, completions, states, strict=True):
                     results[i] = completion
@@ -596,6 +628,7 @@ class CachedGenerator:
         stop_when: Callable[[list[int]], bool] | None,
         repetition_guard: bool,
         keep_state: list[bool],
+        constraints: list[TokenConstraint | None],
     ) -> tuple[list[Completion], list[_Entry | None]]:
         device = self.model.device
         rows = len(prompts)
@@ -646,6 +679,12 @@ class CachedGenerator:
             logits32 = logits.float()
             if len(alive) < len(active):
                 logits32 = logits32[torch.tensor(alive, dtype=torch.long, device=logits32.device)]
+            if any(constraints):
+                logits32 = _constrained(
+                    logits32,
+                    [constraints[active[pos]] for pos in alive],
+                    [completions[active[pos]].ids for pos in alive],
+                )
             chosen = self._pick(logits32, temperature, top_p, top_k)
             logprobs = torch.log_softmax(logits32 / logprob_temperature, dim=-1)
             chosen_lp = logprobs.gather(1, chosen.unsqueeze(1)).squeeze(1).tolist()

@@ -10,7 +10,6 @@ stop condition, and the `kv_cache=` spec key.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -56,21 +55,6 @@ def test_answer_incomplete_keeps_decoding(text):
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
-
-
-@pytest.fixture(scope="module")
-def loaded() -> Iterator[tuple[Any, Any]]:
-    from tomgym.agents.default_model import DefaultModelError
-    from tomgym.agents.llm.backends.hf import load_hf_model
-
-    try:
-        model, tokenizer = load_hf_model("default", device="cpu", dtype="float32")
-    except DefaultModelError as exc:
-        pytest.skip(str(exc))
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield model, tokenizer
-    torch.set_num_threads(previous)
 
 
 def _backend(loaded: tuple[Any, Any], **kwargs: Any) -> Any:

@@ -16,6 +16,9 @@ play, evaluation and training sample one way:
 - `repetition_guard`: a row stops once its ids end in a runaway loop
   (`agents.llm.kv_cache.repeating_tail`); it comes back without EOS,
   `finish_reason="repetition"`, and the trained policy treats it as a capped turn.
+- `constrain_beliefs`: the generate function declares it, and the trained policy passes each
+  context's TOM-SB names per level as `belief_names=` (None for other games): belief values stay
+  inside the universe's names of their level (`agents.llm.constraints`).
 - Log-probs are those of the distribution the tokens were drawn from when `top_p == 1` and
   `top_k == 0`: `log_softmax(logits / temperature)` (greedy: temperature 1), which is what the
   GRPO trainer re-scores.
@@ -28,7 +31,7 @@ play, evaluation and training sample one way:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +78,7 @@ class HFGenerateFn:
         store: KVCacheStore | None = None,
         stop_at_answer: bool = False,
         repetition_guard: bool = False,
+        constrain_beliefs: bool = False,
     ) -> None:
         from tomgym.agents.llm.kv_cache import CachedGenerator
         from tomgym.agents.llm.stopping import answer_stop
@@ -87,6 +91,8 @@ class HFGenerateFn:
         self.top_k = int(top_k)
         self.stop_when = answer_stop(tokenizer) if stop_at_answer else None
         self.repetition_guard = bool(repetition_guard)
+        self.constrain_beliefs = bool(constrain_beliefs)
+        self.tokenizer = tokenizer
         self.engine = CachedGenerator(
             model,
             eos_token_ids=list(eos_token_ids or [tokenizer.eos_token_id]),
@@ -100,7 +106,13 @@ class HFGenerateFn:
         contexts: Sequence[Sequence[int]],
         max_new_tokens: int,
         keys: Sequence[Hashable | None] | None = None,
+        belief_names: Sequence[Mapping[str, Sequence[str]] | None] | None = None,
     ) -> list[Sampled]:
+        constraints = None
+        if belief_names is not None:
+            from tomgym.agents.llm.constraints import belief_constraints
+
+            constraints = belief_constraints(self.tokenizer, belief_names)
         completions = self.engine.generate(
             contexts,
             keys,
@@ -111,6 +123,7 @@ class HFGenerateFn:
             logprob_temperature=self.temperature if self.temperature > 0 else 1.0,
             stop_when=self.stop_when,
             repetition_guard=self.repetition_guard,
+            constraints=constraints,
         )
         return [Sampled(list(c.ids), list(c.logprobs), c.finish_reason) for c in completions]
 

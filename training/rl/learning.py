@@ -183,11 +183,13 @@ def stage_spec(
     model: str, cfg: TrainConfig, adapter: str | None = None, temperature: float = 0
 ) -> str:
     """The policy spec that loads a stage's model with the trainer's turn budget, greedily
-    (`temperature` 0) or sampling at `temperature`."""
+    (`temperature` 0) or sampling at `temperature`, with the config's belief constraint."""
     head = "default" if model == "default" else f"hf:{model}"
     options: dict[str, Any] = {"temperature": temperature, "max_new_tokens": cfg.max_turn_tokens}
     if adapter is not None:
         options["adapter"] = adapter
+    if cfg.constrain_beliefs:
+        options["constrain_beliefs"] = "true"
     return head + "".join(f",{key}={value}" for key, value in options.items())
 
 
@@ -235,12 +237,15 @@ def score_stage(
     return scores
 
 
-def eval_folder(stage: str, episodes: int, temperature: float = 0) -> str:
-    """The folder name of a stage's evaluation (one per episode count and temperature, so none
-    is mixed)."""
+def eval_folder(
+    stage: str, episodes: int, temperature: float = 0, constrained: bool = False
+) -> str:
+    """The folder name of a stage's evaluation (one per episode count, temperature and belief
+    constraint, so none is mixed)."""
+    tail = "_constrained" if constrained else ""
     if temperature:
-        return f"eval_{stage}_t{temperature:g}_{episodes}ep"
-    return f"eval_{stage}" if episodes == 1 else f"eval_{stage}_{episodes}ep"
+        return f"eval_{stage}_t{temperature:g}_{episodes}ep{tail}"
+    return (f"eval_{stage}" if episodes == 1 else f"eval_{stage}_{episodes}ep") + tail
 
 
 STEP_METRICS = {
@@ -338,6 +343,8 @@ def run_learning(
         "grpo": stage_spec(ws_model, cfg, adapter=str(out / "grpo" / "final")),
         "naive_liar": NAIVE_LIAR,
     }
+    # The scripted naive liar writes its answers itself: a decoding constraint does not apply.
+    constrained = {"base", "warmstart", "grpo"} if cfg.constrain_beliefs else set()
     scores: dict[str, dict[str, dict[str, Any]]] = {}
     eval_seconds: dict[str, float] = {}
 
@@ -349,7 +356,7 @@ def run_learning(
             specs[name],
             cfg,
             eval_games,
-            where / eval_folder(name, eval_episodes),
+            where / eval_folder(name, eval_episodes, constrained=name in constrained),
             episodes=eval_episodes,
             progress=progress,
         )
@@ -369,6 +376,7 @@ def run_learning(
         "reward": method,
         "reward_weights": run["config"]["reward_weights"],
         "grpo_seed": run["config"].get("seed"),
+        "constrain_beliefs": cfg.constrain_beliefs,
         "eval_games": len(scores["grpo"]["fooling"]),
         "eval_scenarios": len(set(scores["grpo"][SCENARIO].values())),
         **stage_rates({name: scores[name] for name in STAGES}),
@@ -434,7 +442,7 @@ def sampled_comparison(
             specs[name],
             cfg,
             games,
-            folders[name] / eval_folder(name, episodes, temperature),
+            folders[name] / eval_folder(name, episodes, temperature, cfg.constrain_beliefs),
             episodes=episodes,
             concurrency=SAMPLED_CONCURRENCY,
             progress=progress,

@@ -266,6 +266,13 @@ class TrainConfig(BaseModel):
         "times, agents.llm.kv_cache.repeating_tail) instead of decoding to the token cap; it "
         "counts as a capped turn (EOS appended with mask 0).",
     )
+    constrain_beliefs: bool = _f(
+        False,
+        "Constrained decoding of TOM-SB belief values: once a value's quote is open it must "
+        "spell one of the universe's names of that level (agents.llm.constraints), in rollouts "
+        "and in the learning benchmark's evaluations (policy option constrain_beliefs=true). "
+        "Transformers rollouts only.",
+    )
     generation_backend: GenerationBackend = _f(
         "transformers",
         "Engine of the trained policy's rollouts: 'transformers' (the training model itself, "
@@ -357,6 +364,11 @@ class TrainConfig(BaseModel):
             raise ValueError(f"trained_agent {self.trained_agent!r} also appears in opponents")
         if self.generation_backend == "vllm" and self.method != "grpo":
             raise ValueError("generation_backend 'vllm' drives GRPO rollouts; use method 'grpo'")
+        if self.generation_backend == "vllm" and self.constrain_beliefs:
+            raise ValueError(
+                "constrain_beliefs needs generation_backend 'transformers' (the vLLM rollouts "
+                "take no per-token constraint)"
+            )
         return self
 
     # ------------------------------------------------------------------ loading

@@ -19,6 +19,8 @@ game, the exact token sequence the model saw and sampled (`training.rl.tokens.Ep
   sampled ids and gets an EOS with mask 0, as a capped turn does; counted in `answer_stops`.
 - A turn stopped by the repetition guard (`finish_reason == "repetition"`) is a capped turn
   (EOS with mask 0, counted in `capped_turns`), also counted in `repetition_stops`.
+- Belief constraints: a generate function with `constrain_beliefs` on gets each context's TOM-SB
+  names per level (`belief_names=`, from the turn's observation; `agents.llm.constraints`).
 - A turn whose context would outgrow the model's context window (`ContextWindowExceeded`) is
   never fed: it is answered with the fallback text (mask 0) and counted in
   `context_window_turns`, the episode's recorded truncation reason.
@@ -32,6 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tomgym.agents.base import BasePolicy, Turn
+from tomgym.agents.llm.constraints import belief_options
 from tomgym.agents.llm.kv_cache import ContextWindowExceeded
 from tomgym.training.rl.generation import GenerateFn, Sampled
 from tomgym.training.rl.tokens import ChatRenderer, EpisodeTokens
@@ -212,15 +215,18 @@ class TrainablePolicy(BasePolicy):
             while live:
                 contexts = [jobs[j][3] for j in live]
                 budget = max(jobs[j][4] for j in live)
+                extra: dict[str, Any] = {}
+                if getattr(self.generate, "constrain_beliefs", False):
+                    extra["belief_names"] = [belief_options(jobs[j][1].observation) for j in live]
                 try:
                     if keyed:
                         keys = [
                             (jobs[j][1].game_id, "side") if jobs[j][5] else jobs[j][1].game_id
                             for j in live
                         ]
-                        outputs = self.generate(contexts, budget, keys=keys)  # type: ignore[call-arg]
+                        outputs = self.generate(contexts, budget, keys=keys, **extra)  # type: ignore[call-arg]
                     else:
-                        outputs = self.generate(contexts, budget)
+                        outputs = self.generate(contexts, budget, **extra)  # type: ignore[call-arg]
                 except ContextWindowExceeded as exc:
                     over = {live[row] for row, _key, _tokens in exc.rows}
                     live = [j for j in live if j not in over]

@@ -239,6 +239,7 @@ class TrainingSession:
             store=self.kv_store,
             stop_at_answer=self.cfg.stop_at_answer,
             repetition_guard=self.cfg.repetition_guard,
+            constrain_beliefs=self.cfg.constrain_beliefs,
         )
 
     def rollout_generate(self, trainer: Any, model: Any) -> Any:

@@ -23,6 +23,9 @@
 - `stop_at_answer=True` (the default) stops a row once its text holds a whole protocol answer
   (`agents.llm.stopping.answer_stop`: a JSON object, or an `ANSWER:` line); such a row ends
   without EOS (`finished=False`), like a capped one.
+- `constrain_beliefs=True` keeps every TOM-SB belief value inside the universe's names of its
+  level (`agents.llm.constraints`): `LLMPolicy` passes each turn's names (`belief_names=`,
+  read from the observation) to a backend whose `constrain_beliefs` is on. Off by default.
 - A prompt that would need positions past `context_window` (prompt + `max_new_tokens`) raises
   `ContextWindowExceeded` before anything is generated.
 - `generate_ids` returns token ids and per-token log-probs for token-in/token-out training;
@@ -35,7 +38,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,7 @@ from tomgym.agents.llm.backends import (
     GenerationResult,
     TokenizerChatMixin,
 )
+from tomgym.agents.llm.constraints import belief_constraints
 from tomgym.agents.llm.kv_cache import (
     DEFAULT_MAX_CACHED_TOKENS,
     CachedGenerator,
@@ -202,6 +206,7 @@ class HFBackend(TokenizerChatMixin):
         kv_cache: bool = True,
         kv_cache_max_tokens: int = DEFAULT_MAX_CACHED_TOKENS,
         stop_at_answer: bool = True,
+        constrain_beliefs: bool = False,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -217,6 +222,7 @@ class HFBackend(TokenizerChatMixin):
             kv_cache=kv_cache,
             kv_cache_max_tokens=kv_cache_max_tokens,
             stop_at_answer=stop_at_answer,
+            constrain_beliefs=constrain_beliefs,
         )
         self.num_threads = num_threads
         self.checkpoint = resolve_model(model)[0]
@@ -236,6 +242,7 @@ class HFBackend(TokenizerChatMixin):
         kv_cache: bool = True,
         kv_cache_max_tokens: int = DEFAULT_MAX_CACHED_TOKENS,
         stop_at_answer: bool = True,
+        constrain_beliefs: bool = False,
     ) -> HFBackend:
         """Wrap an already loaded model (e.g. the trainer's policy) without copying it.
 
@@ -252,6 +259,7 @@ class HFBackend(TokenizerChatMixin):
             kv_cache=kv_cache,
             kv_cache_max_tokens=kv_cache_max_tokens,
             stop_at_answer=stop_at_answer,
+            constrain_beliefs=constrain_beliefs,
         )
         backend.num_threads = None
         backend.checkpoint = str(getattr(model, "name_or_path", model_name))
@@ -268,6 +276,7 @@ class HFBackend(TokenizerChatMixin):
         kv_cache: bool,
         kv_cache_max_tokens: int,
         stop_at_answer: bool,
+        constrain_beliefs: bool = False,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -283,6 +292,7 @@ class HFBackend(TokenizerChatMixin):
             raise BackendError("model defines no end-of-sequence token; cannot stop generation")
         self.eos_token_ids = sorted(eos_ids)
         self.stop_at_answer = bool(stop_at_answer)
+        self.constrain_beliefs = bool(constrain_beliefs)
         self._answer_stop = answer_stop(tokenizer)
         self.engine = CachedGenerator(
             model,
@@ -334,13 +344,15 @@ class HFBackend(TokenizerChatMixin):
         seed: int | None = None,
         return_logprobs: bool = True,
         keys: Sequence[Hashable | None] | None = None,
+        belief_names: Sequence[Mapping[str, Sequence[str]] | None] | None = None,
     ) -> list[GenerationResult]:
         """Sample one completion per chat (or per pre-tokenised prompt), token-in/token-out.
 
         Pass either `chats` (rendered with the chat template) or `prompt_ids` (used verbatim: the
         trainer's spliced multi-turn prefix). `keys[i]` names the conversation of prompt `i` for
-        KV reuse (None or no `keys`: encoded in full, nothing kept). Log-probs come from the raw
-        logits of each step (temperature 1). Raises `ContextWindowExceeded` when a prompt plus
+        KV reuse (None or no `keys`: encoded in full, nothing kept). `belief_names[i]` (TOM-SB
+        names per level, or None) constrains prompt `i`'s belief values (module doc). Log-probs
+        come from the raw logits of each step (temperature 1), masked where a constraint applied. Raises `ContextWindowExceeded` when a prompt plus
         `max_new_tokens` does not fit the context window.
         """
         prompts = self.prepared_prompts(
@@ -350,6 +362,11 @@ class HFBackend(TokenizerChatMixin):
             return []
         if keys is not None and len(keys) != len(prompts):
             raise ValueError(f"{len(keys)} keys for {len(prompts)} prompts")
+        constraints = None
+        if belief_names is not None:
+            if len(belief_names) != len(prompts):
+                raise ValueError(f"{len(belief_names)} belief_names for {len(prompts)} prompts")
+            constraints = belief_constraints(self.tokenizer, belief_names)
         start = time.perf_counter()
         stop_when = self._answer_stop if self.stop_at_answer else None
         cuda_devices = [self.device] if self.device.type == "cuda" else []
@@ -364,6 +381,7 @@ class HFBackend(TokenizerChatMixin):
                 top_p=top_p,
                 stop_when=stop_when,
                 max_batch_size=self.max_batch_size,
+                constraints=constraints,
             )
         results = []
         for ids, completion in zip(prompts, completions, strict=True):
@@ -387,6 +405,7 @@ class HFBackend(TokenizerChatMixin):
         max_new_tokens: int,
         seed: int | None = None,
         keys: Sequence[Hashable | None] | None = None,
+        belief_names: Sequence[Mapping[str, Sequence[str]] | None] | None = None,
     ) -> list[str]:
         results = self.generate_ids(
             chats,
@@ -396,6 +415,7 @@ class HFBackend(TokenizerChatMixin):
             seed=seed,
             return_logprobs=False,
             keys=keys,
+            belief_names=belief_names,
         )
         return [r.text for r in results]
 
@@ -415,6 +435,7 @@ class HFBackend(TokenizerChatMixin):
                 self.engine.store.max_tokens if self.engine.store is not None else None
             ),
             "stop_at_answer": self.stop_at_answer,
+            "constrain_beliefs": self.constrain_beliefs,
         }
 
     def close(self) -> None:

@@ -48,6 +48,20 @@ def test_paired_difference_resamples_scenarios_when_games_share_one() -> None:
     assert "ci95" not in one and one["clusters"] == 1
 
 
+def test_a_belief_constraint_reaches_every_model_stage_and_its_own_folders() -> None:
+    from tomgym.training.rl.learning import eval_folder, stage_spec
+    from tomgym.training.rl.train_config import TrainConfig
+
+    plain = TrainConfig.from_dict({})
+    constrained = TrainConfig.from_dict({"constrain_beliefs": True})
+    assert "constrain_beliefs" not in stage_spec("runs/m", plain)
+    assert stage_spec("runs/m", constrained, adapter="a").endswith(",constrain_beliefs=true")
+    # Constrained games never mix with (or reuse) the unconstrained ones of a cached warm start.
+    assert eval_folder("warmstart", 1) == "eval_warmstart"
+    assert eval_folder("warmstart", 1, constrained=True) == "eval_warmstart_constrained"
+    assert eval_folder("grpo", 2, 0.7, True) == "eval_grpo_t0.7_2ep_constrained"
+
+
 def test_a_learning_run_keeps_the_configs_shaping_terms_beside_its_method() -> None:
     """The method owns the outcome terms (fooling, ToM); format, stepwise ToM and leak terms of
     the config ride along with any method, and an outcome term of the config never does."""
@@ -124,6 +138,7 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
         main([*argv, *sampled, "--sampled-temperature", "0", "--reward", "fooling"])
 
     assert report["grpo_seed"] == 0  # --seed (default 0) seeds every stage unless --grpo-seed
+    assert report["constrain_beliefs"] is False  # the config's default
 
     # Another reward reuses the warm start and the reward-independent evaluations, even while
     # a concurrent run holds the warm-start folder (a finished warm start is only read), and

@@ -101,6 +101,28 @@ def test_side_questions_never_enter_the_sequence(renderer: ChatRenderer) -> None
     assert policy.episode("g").completion_ids == before
 
 
+def test_a_constraining_generate_gets_each_contexts_belief_names(renderer: ChatRenderer) -> None:
+    from tomgym.agents.llm.constraints import belief_options
+    from tomgym.envs import tomsb_v0
+    from tomgym.envs.tomsb.env import DEFENDER
+
+    seen: list[Any] = []
+
+    def generate(contexts: Sequence[Sequence[int]], max_new: int, **kwargs: Any) -> list[Sampled]:
+        seen.append(kwargs.get("belief_names"))
+        ids = [*renderer.encode("{}"), renderer.eos_id]
+        return [Sampled(ids, [-0.1] * len(ids)) for _ in contexts]
+
+    env = tomsb_v0.env()
+    env.reset(seed=0)
+    tomsb_turn = Turn("t", DEFENDER, dict(env.observe(DEFENDER)))
+    policy = TrainablePolicy(renderer, generate, episode_budget=50, max_turn_tokens=8)
+    policy.act_batch([tomsb_turn, turn("g", "a Decrypto clue")])
+    generate.constrain_beliefs = True  # type: ignore[attr-defined]
+    policy.act_batch([tomsb_turn, turn("g", "again")])
+    assert seen == [None, [belief_options(tomsb_turn.observation), None]]
+
+
 class Flaky(BasePolicy):
     name = "flaky"
 

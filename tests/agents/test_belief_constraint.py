@@ -1,0 +1,210 @@
+"""Constrained decoding of TOM-SB belief values (`agents.llm.constraints`).
+
+Covers: which tokens may continue a belief value (only spellings of that level's names, closed
+by the object's punctuation), where the constraint does not apply (before the belief object,
+unknown level keys, the reply), the engine's masking (the pick and the log-probs follow the
+allowed set), the bundled model forced into a belief value spelling a name under sampling, the
+names read from a real TOM-SB observation, and the policy / spec plumbing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from tomgym.agents.llm.constraints import (
+    BeliefNameConstraint,
+    belief_options,
+    token_table,
+)
+from tomgym.envs.tomsb.parsing import DEFENDER_FIELDS
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+NAMES = {"league": ["Premier League", "La Liga", "Serie A"], "team": ["Arsenal", "Chelsea"]}
+BELIEF = DEFENDER_FIELDS[0]
+
+
+def _allowed_texts(tokenizer: Any, prefix: str) -> list[str] | None:
+    rule = BeliefNameConstraint(token_table(tokenizer), NAMES)
+    allowed = rule.allowed(tokenizer.encode(prefix))
+    return None if allowed is None else [tokenizer.decode([i]) for i in allowed]
+
+
+def test_a_belief_value_continues_only_into_a_name_of_its_level(loaded) -> None:
+    _, tokenizer = loaded
+    texts = _allowed_texts(tokenizer, f'{{"{BELIEF}": {{"league": "')
+    assert texts
+    closers = {t for t in texts if t.startswith('"')}
+    # Closing at once is the empty value (null to the parser), with the object's punctuation.
+    assert '"' in closers and closers <= {'"', '",', '","', '"}', '"},'}
+    starts = [t for t in texts if not t.startswith('"')]
+    assert starts and all(any(name.startswith(t) for name in NAMES["league"]) for t in starts)
+    assert not any(any(name.startswith(t) for name in NAMES["team"]) for t in starts if t != "")
+    # Mid-name: only the rest of the names that begin so.
+    middle = _allowed_texts(tokenizer, f'{{"{BELIEF}": {{"league": null, "team": "Chel')
+    assert middle and all("Chelsea".startswith("Chel" + t) for t in middle)
+    # The whole name: only the closing quote (alone or with punctuation).
+    done = _allowed_texts(tokenizer, f'{{"{BELIEF}": {{"league": "La Liga')
+    assert done and all(t.startswith('"') for t in done)
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "",
+        '{"reflection": "',
+        f'{{"{BELIEF}": {{"coach": "',  # not a level: left to the model
+        f'{{"{BELIEF}": {{"league": "La Liga"}}, "reply": "I work at ',
+        f'{{"{BELIEF}": {{"league": "Bundes',  # already off every name
+    ],
+)
+def test_outside_a_belief_value_nothing_is_constrained(loaded, prefix: str) -> None:
+    _, tokenizer = loaded
+    assert _allowed_texts(tokenizer, prefix) is None
+
+
+class ForceThen:
+    """A test constraint: force `prefix` token by token, then defer to `then` (or nothing)."""
+
+    def __init__(self, prefix: Sequence[int], then: Any = None) -> None:
+        self.prefix = list(prefix)
+        self.then = then
+
+    def allowed(self, completion_ids: list[int]) -> list[int] | None:
+        if len(completion_ids) < len(self.prefix):
+            return [self.prefix[len(completion_ids)]]
+        return self.then.allowed(completion_ids) if self.then is not None else None
+
+
+def _engine(model: Any, tokenizer: Any) -> Any:
+    from tomgym.agents.llm.kv_cache import CachedGenerator
+
+    return CachedGenerator(
+        model,
+        eos_token_ids=[tokenizer.eos_token_id],
+        pad_token_id=tokenizer.pad_token_id,
+        context_window=None,
+        store=None,
+    )
+
+
+def test_the_engine_picks_and_scores_within_the_allowed_tokens(loaded) -> None:
+    model, tokenizer = loaded
+    engine = _engine(model, tokenizer)
+    target = tokenizer.encode(" zebra quantum banana")
+    prompt = tokenizer.encode("Say hello.")
+    torch.manual_seed(0)
+    out = engine.generate(
+        [prompt, prompt],
+        max_new_tokens=len(target),
+        temperature=1.0,
+        constraints=[ForceThen(target), None],
+    )
+    assert out[0].ids == target
+    # One allowed token: it has all the masked distribution's mass.
+    assert out[0].logprobs == pytest.approx([0.0] * len(target), abs=1e-6)
+    assert out[1].ids != target  # the unconstrained row samples freely
+    with pytest.raises(ValueError, match="constraints"):
+        engine.generate([prompt], max_new_tokens=2, constraints=[None, None])
+
+
+def test_the_bundled_model_forced_into_a_belief_value_spells_a_name(loaded) -> None:
+    model, tokenizer = loaded
+    engine = _engine(model, tokenizer)
+    opening = f'{{"{BELIEF}": {{"team": "'
+    forced = tokenizer.encode(opening)
+    rule = BeliefNameConstraint(token_table(tokenizer), NAMES)
+    prompt = tokenizer.encode("Write anything at all.")
+    torch.manual_seed(3)
+    # Hot sampling: unconstrained, a 135M model writes anything after the quote.
+    outs = engine.generate(
+        [prompt] * 6,
+        max_new_tokens=len(forced) + 8,
+        temperature=1.5,
+        constraints=[ForceThen(forced, rule) for _ in range(6)],
+    )
+    for out in outs:
+        text = tokenizer.decode(out.ids)
+        assert text.startswith(opening)
+        value = text[len(opening) :].split('"')
+        assert len(value) > 1, text  # the value closed within 8 tokens
+        assert value[0] in ("", *NAMES["team"]), text
+
+
+def _tomsb_defender_observation() -> dict[str, Any]:
+    from tomgym.envs import tomsb_v0
+    from tomgym.envs.tomsb.env import DEFENDER
+
+    env = tomsb_v0.env()
+    env.reset(seed=0)
+    return dict(env.observe(DEFENDER))
+
+
+def test_belief_options_are_the_universe_names_per_level() -> None:
+    from tomgym.envs.tomsb.universe import Universe
+
+    observation = _tomsb_defender_observation()
+    view = json.loads(observation["scenario"])
+    universe = Universe.from_dict(view["universe"], view["hierarchy"])
+    options = belief_options(observation)
+    assert options is not None and list(options) == list(universe.levels)
+    for depth, level in enumerate(universe.levels):
+        assert options[level] == list(universe.nodes(depth))
+    assert belief_options({"message": "Decrypto has no scenario"}) is None
+    assert belief_options({"scenario": "not json"}) is None
+
+
+class RecordingBackend:
+    """A backend stub that records what `LLMPolicy` passes it."""
+
+    kind = "stub"
+    context_window = None
+    accepts_conversation_keys = True
+
+    def __init__(self, constrain_beliefs: bool) -> None:
+        self.constrain_beliefs = constrain_beliefs
+        self.calls: list[dict[str, Any]] = []
+
+    def generate(self, chats: Sequence[Any], **kwargs: Any) -> list[str]:
+        self.calls.append(kwargs)
+        return ["{}"] * len(chats)
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.kind}
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_the_policy_passes_each_turns_names_to_a_constraining_backend(on: bool) -> None:
+    from tomgym.agents.base import Turn
+    from tomgym.agents.llm.policy import LLMPolicy
+
+    observation = _tomsb_defender_observation()
+    backend = RecordingBackend(constrain_beliefs=on)
+    policy = LLMPolicy(backend, name="p", temperature=0.0)  # type: ignore[arg-type]
+    other = {"system": "s", "message": "a Decrypto clue"}
+    policy.act_batch([Turn("g1", "defender", observation), Turn("g2", "encoder", other)])
+    (call,) = backend.calls
+    if on:
+        assert call["belief_names"] == [belief_options(observation), None]
+    else:
+        assert "belief_names" not in call
+
+
+def test_the_spec_option_turns_the_constraint_on(loaded) -> None:
+    from tomgym.agents.llm.backends.hf import HFBackend
+    from tomgym.agents.specs import parse_spec
+
+    assert parse_spec("hf:default,constrain_beliefs=true").typed_options() == {
+        "constrain_beliefs": True
+    }
+    model, tokenizer = loaded
+    backend = HFBackend.from_model(model, tokenizer, constrain_beliefs=True)
+    assert backend.describe()["constrain_beliefs"] is True
+    assert HFBackend.from_model(model, tokenizer).constrain_beliefs is False
