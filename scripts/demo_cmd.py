@@ -5,7 +5,8 @@
 3. Makes a LoRA "double agent" defender (`training/configs/cpu_demo.yaml`, through
    `tomgym.training.rl.learning`): an SFT warm start on the scripted ToM-heuristic defender's
    games (cached under OUT/warmstart), then Dr. GRPO against the scripted base attacker with
-   the ToM reward (ADA-ToM; `--reward` picks another). The untrained model, the warm
+   the ToM reward (ADA-ToM; `--reward` picks another), belief values decoded inside the
+   universe's names (`constrain_beliefs`). The untrained model, the warm
    start, the GRPO policy and the scripted naive liar are each scored greedily on the same
    held-out validation games (prior level 2, 5 attacker turns).
 4. Prints fooled rate, ToM accuracy and format per stage, Dr. GRPO's own paired gain over the
