@@ -156,15 +156,15 @@ def run_demo(args: argparse.Namespace) -> int:
         f"{cfg.env_config.get('max_attacker_turns')} attacker turns, vs {', '.join(cfg.eval_attackers)})"
     )
     if args.skip_training:
-        from tomgym.training.rl.learning import eval_folder, score_stage, stage_means, stage_spec
+        from tomgym.training.rl.learning import score_stage, stage_folder, stage_means, stage_spec
 
         _banner(f"3. The untrained bundled model on {where}")
-        folder = out / eval_folder("base", 1, constrained=cfg.constrain_beliefs)
+        folder = out / stage_folder("base", cfg, 1)
         scores = score_stage(stage_spec(cfg.model, cfg), cfg, games, folder, progress=True)
         print(f"fooled {stage_means(scores)['fooling']:.0%} of {len(scores['fooling'])} games")
         _report(folder)
     else:
-        from tomgym.training.rl.learning import eval_folder, run_learning
+        from tomgym.training.rl.learning import run_learning, stage_folder
 
         _banner(
             "3. Double-agent defender: SFT warm start (cached), Dr. GRPO, each stage scored on "
@@ -198,7 +198,7 @@ def run_demo(args: argparse.Namespace) -> int:
         )
         (out / "learning.json").write_text(json.dumps(report, indent=2, default=str))
         _banner("5. Plots and transcripts of the trained defender's games")
-        _report(out / eval_folder("grpo", 1, constrained=cfg.constrain_beliefs))
+        _report(out / stage_folder("grpo", cfg, 1))
     _banner(f"done in {time.perf_counter() - started:.0f} s; everything is under {out}")
     return 0
 

@@ -17,6 +17,8 @@ game, so every stage goes through the project's own commands and is scored on id
 - `stage_spec(model, cfg, adapter, temperature)`: the policy spec of a stage's model, with the
   trainer's turn budget and greedy decoding (or sampling at `temperature`), so anyone can
   evaluate it elsewhere.
+- `stage_folder(stage, cfg, episodes, temperature)`: the folder name of a stage's evaluation,
+  one per episode count, temperature and (for the model stages) belief constraint.
 - `paired_difference(after, before, clusters)`: mean per-game difference, the games that went
   up and down, and a 95% paired bootstrap CI that resamples scenarios when a scenario is played
   by several attacker seeds.
@@ -248,6 +250,13 @@ def eval_folder(
     return (f"eval_{stage}" if episodes == 1 else f"eval_{stage}_{episodes}ep") + tail
 
 
+def stage_folder(stage: str, cfg: TrainConfig, episodes: int, temperature: float = 0) -> str:
+    """`eval_folder` of `stage` under `cfg`: the model stages carry the config's belief
+    constraint; the scripted naive liar writes its answers itself, so none applies to it."""
+    constrained = cfg.constrain_beliefs and stage != "naive_liar"
+    return eval_folder(stage, episodes, temperature, constrained)
+
+
 STEP_METRICS = {
     "train_reward_by_step": "reward",
     "train_reward_std_by_step": "reward_std",
@@ -343,8 +352,6 @@ def run_learning(
         "grpo": stage_spec(ws_model, cfg, adapter=str(out / "grpo" / "final")),
         "naive_liar": NAIVE_LIAR,
     }
-    # The scripted naive liar writes its answers itself: a decoding constraint does not apply.
-    constrained = {"base", "warmstart", "grpo"} if cfg.constrain_beliefs else set()
     scores: dict[str, dict[str, dict[str, Any]]] = {}
     eval_seconds: dict[str, float] = {}
 
@@ -356,7 +363,7 @@ def run_learning(
             specs[name],
             cfg,
             eval_games,
-            where / eval_folder(name, eval_episodes, constrained=name in constrained),
+            where / stage_folder(name, cfg, eval_episodes),
             episodes=eval_episodes,
             progress=progress,
         )
@@ -442,7 +449,7 @@ def sampled_comparison(
             specs[name],
             cfg,
             games,
-            folders[name] / eval_folder(name, episodes, temperature, cfg.constrain_beliefs),
+            folders[name] / stage_folder(name, cfg, episodes, temperature),
             episodes=episodes,
             concurrency=SAMPLED_CONCURRENCY,
             progress=progress,

@@ -352,8 +352,9 @@ class HFBackend(TokenizerChatMixin):
         trainer's spliced multi-turn prefix). `keys[i]` names the conversation of prompt `i` for
         KV reuse (None or no `keys`: encoded in full, nothing kept). `belief_names[i]` (TOM-SB
         names per level, or None) constrains prompt `i`'s belief values (module doc). Log-probs
-        come from the raw logits of each step (temperature 1), masked where a constraint applied. Raises `ContextWindowExceeded` when a prompt plus
-        `max_new_tokens` does not fit the context window.
+        come from the raw logits of each step (temperature 1), masked where a constraint
+        applied. Raises `ContextWindowExceeded` when a prompt plus `max_new_tokens` does not fit
+        the context window.
         """
         prompts = self.prepared_prompts(
             chats, prompt_ids, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens

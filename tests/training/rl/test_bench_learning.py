@@ -49,7 +49,7 @@ def test_paired_difference_resamples_scenarios_when_games_share_one() -> None:
 
 
 def test_a_belief_constraint_reaches_every_model_stage_and_its_own_folders() -> None:
-    from tomgym.training.rl.learning import eval_folder, stage_spec
+    from tomgym.training.rl.learning import eval_folder, stage_folder, stage_spec
     from tomgym.training.rl.train_config import TrainConfig
 
     plain = TrainConfig.from_dict({})
@@ -60,6 +60,10 @@ def test_a_belief_constraint_reaches_every_model_stage_and_its_own_folders() -> 
     assert eval_folder("warmstart", 1) == "eval_warmstart"
     assert eval_folder("warmstart", 1, constrained=True) == "eval_warmstart_constrained"
     assert eval_folder("grpo", 2, 0.7, True) == "eval_grpo_t0.7_2ep_constrained"
+    assert stage_folder("warmstart", constrained, 1) == "eval_warmstart_constrained"
+    assert stage_folder("warmstart", plain, 1) == "eval_warmstart"
+    # The scripted naive liar writes its own answers: its games are shared by both settings.
+    assert stage_folder("naive_liar", constrained, 1) == "eval_naive_liar"
 
 
 def test_a_learning_run_keeps_the_configs_shaping_terms_beside_its_method() -> None:
