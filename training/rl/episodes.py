@@ -83,6 +83,7 @@ class Episode:
     record: EpisodeRecord
     tokens: EpisodeTokens
     dropped: str | None = None  # why the episode was dropped from its group (None = kept)
+    teacher: bool = False  # played by the scripted teacher (off-policy guidance), not the model
 
 
 class EpisodePlayer:
@@ -179,9 +180,10 @@ def trl_batch(
 
     Besides TRL's keys (`prompt_ids`, `completion_ids`, `logprobs`, `env_mask`) every row carries
     `episode` (the game's record, as the runner wrote it), `dropped` (why the episode is dropped,
-    None when kept: the reward function returns None for it) and `rollout` (the trained agent's
-    token counts); TRL hands these extra keys to the reward function row by row. Dropped
-    episodes keep a valid token sequence with an all-zero mask.
+    None when kept: the reward function returns None for it), `teacher` (played by the scripted
+    teacher, not the model) and `rollout` (the trained agent's token counts); TRL hands these
+    extra keys to the reward function row by row. Dropped episodes keep a valid token sequence
+    with an all-zero mask.
     """
     out: dict[str, list[Any]] = {
         "prompt_ids": [],
@@ -190,6 +192,7 @@ def trl_batch(
         "env_mask": [],
         "episode": [],
         "dropped": [],
+        "teacher": [],
         "rollout": [],
     }
     eos = renderer.eos_id
@@ -209,6 +212,7 @@ def trl_batch(
         out["logprobs"].append(list(logps))
         out["episode"].append(ep.record)
         out["dropped"].append(ep.dropped)
+        out["teacher"].append(ep.teacher)
         out["rollout"].append(
             {
                 "sampled_tokens": t.sampled_tokens,
@@ -221,7 +225,7 @@ def trl_batch(
                 "completion_tokens": len(completion),
             }
         )
-        if debug and t.started and not ep.dropped:
+        if debug and t.started and not ep.dropped and not ep.teacher:  # teacher: no log-probs
             check = debug_check_episode(t, renderer, debug_score)
             mismatches.append(check["token_mismatches"])
             if not math.isnan(check["max_logprob_deviation"]):
@@ -230,6 +234,7 @@ def trl_batch(
     metrics = {
         "rollout/episodes": float(len(episodes)),
         "rollout/dropped_episodes": float(sum(ep.dropped is not None for ep in episodes)),
+        "rollout/teacher_episodes": float(sum(ep.teacher for ep in episodes)),
         "rollout/sampled_tokens_per_episode": sum(e.tokens.sampled_tokens for e in episodes) / n,
         "rollout/completion_tokens_per_episode": sum(len(c) for c in out["completion_ids"]) / n,
         "rollout/turns_per_episode": sum(e.tokens.turns for e in episodes) / n,

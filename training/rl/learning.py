@@ -269,6 +269,8 @@ STEP_METRICS = {
     "train_fooled_by_step": "outcome/fooled",
     "train_tom_by_step": "components/tom_prior",
     "train_format_by_step": "components/format",
+    # With off-policy guidance (`teacher_episodes_per_group`): the teacher's episodes apart.
+    "teacher_fooled_by_step": "teacher/outcome/fooled",
     "rollout_s_by_step": "time/rollout_s",
     "optimisation_s_by_step": "time/optimisation_s",
 }

@@ -173,6 +173,14 @@ class TrainConfig(BaseModel):
         "0 = off (every group as drawn, the paper's setting).",
         ge=0,
     )
+    teacher_episodes_per_group: Int = _f(
+        0,
+        "Off-policy guidance (as in LUFFY): the last N members of every group are played by the "
+        "scripted `sft_teacher` instead of the model, scored like the others, and their turns "
+        "trained with the group's advantage (importance ratio 1), so a group the model only loses "
+        "still holds a winning episode to move towards. 0 = on-policy Dr. GRPO (the paper's).",
+        ge=0,
+    )
     # --- model
     model: str = _f("default", "'default' (bundled SmolLM2-135M-Instruct) or a HF path/id.")
     tokenizer: str = _f("", "Tokenizer path if different from the model's.")
@@ -364,6 +372,22 @@ class TrainConfig(BaseModel):
             raise ValueError(f"trained_agent {self.trained_agent!r} also appears in opponents")
         if self.generation_backend == "vllm" and self.method != "grpo":
             raise ValueError("generation_backend 'vllm' drives GRPO rollouts; use method 'grpo'")
+        if self.teacher_episodes_per_group >= self.num_generations:
+            raise ValueError(
+                f"teacher_episodes_per_group ({self.teacher_episodes_per_group}) must be below "
+                f"num_generations ({self.num_generations}): a group needs the model's own episodes"
+            )
+        if self.teacher_episodes_per_group and self.method != "grpo":
+            raise ValueError("teacher_episodes_per_group guides Dr. GRPO groups; use method 'grpo'")
+        if (
+            self.teacher_episodes_per_group
+            and self.generation_backend == "vllm"
+            and self.vllm_importance_sampling_correction
+        ):
+            raise ValueError(
+                "teacher_episodes_per_group with vllm_importance_sampling_correction: the teacher's "
+                "turns have no sampling log-probs to correct with; set the correction false"
+            )
         if self.generation_backend == "vllm" and self.constrain_beliefs:
             raise ValueError(
                 "constrain_beliefs needs generation_backend 'transformers' (the vLLM rollouts "

@@ -56,7 +56,12 @@ from tomgym.training.rl.episodes import (
     trl_batch,
 )
 from tomgym.training.rl.generation import HFGenerateFn, hf_generate_fn, hf_score_fn
-from tomgym.training.rl.opponents import build_opponent, build_opponents, opponent_for
+from tomgym.training.rl.opponents import (
+    build_opponent,
+    build_opponents,
+    game_failure,
+    opponent_for,
+)
 from tomgym.training.rl.tokens import ChatRenderer, EpisodeTokens, episode_from_chat
 from tomgym.training.rl.train_config import (
     RESUME_MAY_CHANGE,
@@ -279,7 +284,7 @@ class TrainingSession:
                 games = group_games(
                     prompts, tag=tag, base_seed=cfg.seed, shared_seed=cfg.shared_seed_in_group
                 )
-                episodes = self.player.play(games)
+                episodes = self.play_groups(games)
                 resampling = self.replace_flat_groups(episodes, tag)
                 # Generation can be a collective call on several GPUs: equalise the call count.
                 target = gather_max(trainer, self.trainable.generate_calls)
@@ -314,6 +319,66 @@ class TrainingSession:
         self.last_batch = batch
         return batch
 
+    def play_groups(self, games: Sequence[tuple[str, GameRow, int]]) -> list[Episode]:
+        """Play groups of games (each row's members in a row), one Episode per game, in order.
+
+        The model plays every member but the last `teacher_episodes_per_group` of each group,
+        which the scripted teacher plays (`teacher_episodes`) on the same row.
+        """
+        k = self.cfg.teacher_episodes_per_group
+        if not k:
+            return self.player.play(games)
+        guided, member = [], 0
+        for i, (_gid, row, _seed) in enumerate(games):
+            member = member + 1 if i and row == games[i - 1][1] else 0
+            guided.append(member >= self.cfg.num_generations - k)
+        own = iter(self.player.play([g for g, t in zip(games, guided, strict=True) if not t]))
+        taught = iter(self.teacher_episodes([g for g, t in zip(games, guided, strict=True) if t]))
+        return [next(taught) if t else next(own) for t in guided]
+
+    def teacher_episodes(self, games: Sequence[tuple[str, GameRow, int]]) -> list[Episode]:
+        """Games played by the scripted `sft_teacher` in the trained agent's seat, as episodes.
+
+        Each becomes the token sequence a rollout of the model would be (`episode_from_chat`:
+        mask 1 on the teacher's answers, log-probs 0: the teacher samples from no model). One
+        whose opponent gave up, or where the teacher never answered, is returned dropped.
+        """
+        if not games:
+            return []
+        cfg = self.cfg
+        teacher = TranscriptRecorder(
+            build_opponent(f"scripted:{cfg.sft_teacher}", seed=cfg.seed, model_path="")
+        )
+        router = RoutedPolicy(name="opponents")
+        for gid, row, _ in games:
+            router.assign(gid, {a: opponent_for(o, row.route) for a, o in self.opponents.items()})
+        taken: dict[str, tuple[list[dict[str, str]], str | None]] = {}
+
+        def take(record: EpisodeRecord) -> None:  # before the runner makes the teacher forget
+            game_id = record["game_id"]
+            failure = game_failure(router.policies_of(game_id), game_id)
+            taken[game_id] = (teacher.take_chat(game_id), failure)
+
+        records = play_games(
+            cfg.env_id,
+            [GameSpec(g, s, dict(r.options)) for g, r, s in games],
+            {cfg.trained_agent: teacher, **dict.fromkeys(self.opponents, router)},
+            concurrency=max(1, min(cfg.concurrency, len(games))),
+            env_config=cfg.env_config or None,
+            on_record=take,
+        )
+        by_id = {r["game_id"]: r for r in records}
+        episodes = []
+        for gid, row, _ in games:
+            chat, failure = taken[gid]
+            dropped = f"opponent failed: {failure}" if failure is not None else None
+            if any(msg["role"] == "assistant" for msg in chat):
+                tokens = episode_from_chat(self.renderer, gid, chat)
+            else:
+                tokens, dropped = EpisodeTokens(gid), dropped or "the teacher never answered"
+            episodes.append(Episode(gid, row, by_id[gid], tokens, dropped, teacher=True))
+        return episodes
+
     def episode_totals(self, episodes: Sequence[Episode]) -> list[float | None]:
         """Each episode's total reward (None for a dropped one), as the reward function scores it."""
         return [None if ep.dropped else self.composer(ep.record)[0] for ep in episodes]
@@ -340,7 +405,7 @@ class TrainingSession:
                 self.rows[derive_seed(cfg.seed, "resample", tag, attempt, k) % len(self.rows)]
                 for k in range(len(flat))
             ]
-            fresh = self.player.play(
+            fresh = self.play_groups(
                 group_games(
                     [row.encode() for row in rows for _ in range(group)],
                     tag=f"{tag}-x{attempt}",
@@ -371,10 +436,12 @@ class TrainingSession:
                     "reward function got no 'episode'/'dropped' rows from the rollout"
                 )
             log_metric = kwargs.get("log_metric")
+            # The components logged are the model's episodes' (the teacher's would flatter them).
+            taught = kwargs.get("teacher") or [False] * len(records)
             totals: list[float | None] = []
             parts: dict[str, list[float]] = {}
             accept: list[float] = []
-            for record, why_dropped in zip(records, dropped, strict=True):
+            for record, why_dropped, teacher in zip(records, dropped, taught, strict=True):
                 if why_dropped:
                     totals.append(None)
                     accept.append(0.0)
@@ -382,7 +449,7 @@ class TrainingSession:
                 total, components = self.composer(record)  # raises on NaN/inf, naming the part
                 totals.append(total)
                 for name, value in components.items():
-                    parts.setdefault(name, []).append(value)
+                    parts.setdefault(f"teacher/{name}" if teacher else name, []).append(value)
                 accepted = components.get(cfg.accept_component)
                 if accepted is None:
                     accepted = self.composer.components(record).get(cfg.accept_component, 0.0)
@@ -392,7 +459,9 @@ class TrainingSession:
                 self.trainer.acceptance = accept
             if log_metric is not None:
                 for name, values in parts.items():
-                    key = name if name.startswith("outcome/") else f"components/{name}"
+                    key = (
+                        name if name.startswith(("outcome/", "teacher/")) else f"components/{name}"
+                    )
                     log_metric(key, sum(values) / len(values))
                 log_metric(
                     "rollout/zero_variance_groups",
@@ -528,36 +597,16 @@ def sft_warmstart(
     from tomgym.training.rl.trl_adapter import run_sft
 
     cfg = session.cfg
-    teacher = TranscriptRecorder(
-        build_opponent(f"scripted:{cfg.sft_teacher}", seed=cfg.seed, model_path="")
-    )
     chosen = [
         session.rows[derive_seed(cfg.seed, "sft", i) % len(session.rows)]
         for i in range(cfg.sft_games)
     ]
     games = [(f"sft-{i}", r, derive_seed(cfg.seed, "sft-seed", i)) for i, r in enumerate(chosen)]
-    router = RoutedPolicy(name="opponents")
-    for gid, row, _ in games:
-        router.assign(gid, {a: opponent_for(o, row.route) for a, o in session.opponents.items()})
-    episodes: dict[str, EpisodeTokens] = {}
-
-    def take(record: EpisodeRecord) -> None:  # before the runner makes the teacher forget
-        game_id = record["game_id"]
-        chat = teacher.take_chat(game_id)
-        if any(msg["role"] == "assistant" for msg in chat):
-            episodes[game_id] = episode_from_chat(session.renderer, game_id, chat)
-
-    records = play_games(
-        cfg.env_id,
-        [GameSpec(g, s, dict(r.options)) for g, r, s in games],
-        {cfg.trained_agent: teacher, **dict.fromkeys(session.opponents, router)},
-        concurrency=max(1, min(cfg.concurrency, len(games))),
-        env_config=cfg.env_config or None,
-        on_record=take,
-    )
-    if not episodes:
+    played = session.teacher_episodes(games)
+    sequences = [ep.tokens for ep in played if not ep.dropped]  # one per game, in game order
+    if not sequences:
         raise RuntimeError(f"the SFT teacher {cfg.sft_teacher!r} produced no transcripts")
-    sequences = [episodes[gid] for gid, _row, _seed in games if gid in episodes]  # game order
+    records = [ep.record for ep in played]
     started = time.perf_counter()
     model, metrics = run_sft(
         model,

@@ -104,6 +104,18 @@ def test_overrides_are_parsed_by_field_type() -> None:
         ({"seed": -1}, "seed: must be >= 0, got -1"),
         ({"max_steps": True}, "max_steps: expected a number, got True"),
         ({"model": "/nonexistent/model"}, "model: model checkpoint not found: /nonexistent"),
+        (
+            {"num_generations": 4, "teacher_episodes_per_group": 4},
+            "teacher_episodes_per_group (4) must be below num_generations (4)",
+        ),
+        (
+            {"teacher_episodes_per_group": 1, "method": "rejection_sft"},
+            "teacher_episodes_per_group guides Dr. GRPO groups",
+        ),
+        (
+            {"teacher_episodes_per_group": 1, "generation_backend": "vllm"},
+            "the teacher's turns have no sampling log-probs",
+        ),
     ],
 )
 def test_mistyped_fields_are_named_in_one_line(data: dict, message: str) -> None:

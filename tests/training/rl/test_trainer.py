@@ -257,6 +257,80 @@ def test_dynamic_sampling_replaces_flat_groups_before_the_step(
     assert {row.encode() for _gid, row, _seed in fresh} <= {r.encode() for r in session.rows}
 
 
+def played_by_the_teacher(record: dict, ctx: Any) -> float:
+    """1 for the scripted teacher's episodes, 0 for the model's (every group then teaches)."""
+    return float(record["policies"]["defender_0"]["backend"] == "scripted")
+
+
+def test_teacher_guided_groups_train_the_teachers_turns_with_the_group_advantage(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tomgym.rewards.composer as composer
+    import torch
+    from tomgym.training.rl.trainer import TrainingSession, build_trainer
+
+    monkeypatch.setitem(composer.COMPONENTS, "stepwise_tom", played_by_the_teacher)
+    cfg = make_config(
+        tmp_path,
+        tiny_model_dir,
+        reward_weights={"stepwise_tom": 1.0},
+        teacher_episodes_per_group=1,
+        debug_check_tokens=True,
+    )
+    session = TrainingSession(cfg)
+    played: list[list[Any]] = []
+    play = session.player.play
+    monkeypatch.setattr(session.player, "play", lambda games: played.append(games) or play(games))
+    trainer = build_trainer(session)
+    capture = Capture(trainer)
+    trainer.train()
+
+    batch = session.last_batch
+    assert batch is not None
+    # The last member of each group of two is the teacher's; the model played only the others.
+    assert batch["teacher"] == [False, True, False, True]
+    assert [len(games) for games in played] == [2]
+    backends = [r["policies"]["defender_0"]["backend"] for r in batch["episode"]]
+    assert backends[1] == backends[3] == "scripted" and "scripted" not in (backends[0], backends[2])
+    members = [r["game_id"].rsplit("-g", 1)[1] for r in batch["episode"]]
+    assert members == ["0", "1", "0", "1"]
+    assert batch["episode"][0]["options"] == batch["episode"][1]["options"]
+    # The teacher's turns are its answers as the chat template renders them, all in the loss.
+    for j in (1, 3):
+        answers = [t["raw"] for t in batch["episode"][j]["turns"] if t["agent"] == "defender_0"]
+        expected = [
+            t for a in answers for t in [*session.renderer.encode(a), session.renderer.eos_id]
+        ]
+        ids, mask = batch["completion_ids"][j], batch["env_mask"][j]
+        assert [t for t, m in zip(ids, mask, strict=True) if m] == expected
+        assert batch["logprobs"][j] == [0.0] * len(ids)
+    ((inputs, loss_value),) = capture.calls
+    # Advantages +0.5 for the teacher, -0.5 for the model; the loss is Dr. GRPO's on all rows.
+    assert session.last_rewards == [0.0, 1.0, 0.0, 1.0]
+    order = []
+    for i in range(4):
+        row = inputs["completion_ids"][i].tolist()
+        order.append(
+            next(
+                j
+                for j, c in enumerate(batch["completion_ids"])
+                if row[: len(c)] == c and j not in order
+            )
+        )
+    expected_adv = torch.tensor([-0.5, 0.5, -0.5, 0.5])[order]
+    assert torch.allclose(inputs["advantages"].cpu(), expected_adv)
+    n_tokens = (inputs["completion_mask"] * inputs["tool_mask"]).sum(dim=1).float()
+    assert loss_value == pytest.approx(
+        -float((expected_adv * n_tokens).sum()) / (4 * cfg.max_completion_length), abs=1e-5
+    )
+    # The logged components are the model's episodes'; the teacher's are logged apart.
+    logged = [h for h in trainer.state.log_history if "rollout/teacher_episodes" in h][-1]
+    assert logged["rollout/teacher_episodes"] == 2.0
+    assert logged["components/stepwise_tom"] == 0.0
+    assert logged["teacher/stepwise_tom"] == 1.0
+    assert "teacher/outcome/fooled" in logged and "outcome/fooled" in logged
+
+
 def test_nan_reward_is_rejected_with_the_component_name(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
