@@ -8,9 +8,11 @@ the scripted base attacker, prior level 2, 5 attacker turns, the `compact_decoys
      defender's games, LoRA merged). Cached: it runs only when `--warmstart` holds no finished
      one, so its minutes are paid once and the benchmark's own budget measures Dr. GRPO.
   2. Dr. GRPO: `tomgym train CONFIG model=<warm start> sft_warmstart=false` with the reward of
-     `--reward` (tom, the default: ADA-ToM; fooling: ADA-Fooling; fooling_tom: fooling + ToM,
-     ADA-Fooling+ToM; each plus the config's shaping terms if it sets any: format,
-     stepwise_tom, leak_penalty, e.g. `'reward_weights={leak_penalty: 1}'`).
+     `--reward` (fooling_tom, the default: fooling + ToM, ADA-Fooling+ToM; fooling:
+     ADA-Fooling; tom: ADA-ToM; each plus the config's shaping terms if it sets any: format,
+     stepwise_tom, leak_penalty, e.g. `'reward_weights={leak_penalty: 1}'`), with the config's
+     off-policy guidance (`teacher_episodes_per_group: 1` in `cpu_demo.yaml`: one episode of
+     every group played by the scripted teacher; `teacher_episodes_per_group=0` is on-policy).
   3. evaluation: `tomgym eval tomsb --defender SPEC` on the same held-out validation games
      (greedy, `--eval-episodes` games per scenario, each with its own attacker seed) for the
      base model, the warm start, the GRPO policy and the scripted naive in-universe liar
@@ -33,13 +35,14 @@ that went `up` and `down`; the bootstrap resamples scenarios, so two games of on
 not count as independent), `loss_reasons` per stage (how its games ended: fooled, or the mistake
 each was lost on, `tomgym.training.eval.loss_reasons`), the per-step
 train reward and the sampled episodes' fooled share (`train_fooled_by_step`, whatever the
-reward), `frac_zero_variance_groups` per step, rollout vs optimisation seconds per step, the warm
+reward; the model's episodes, the teacher's apart in `teacher_fooled_by_step`),
+`frac_zero_variance_groups` per step, rollout vs optimisation seconds per step, the warm
 start's wall time (and whether it was cached), the Dr. GRPO stage's seed (`grpo_seed`), whether
 belief values were constrained (`constrain_beliefs`: `constrain_beliefs=true` decodes them inside
 the universe's names in the rollouts and in every model stage's evaluation, whose folders then end
 in `_constrained`) and `policy_specs`.
 
-    python -m bench.bench_learning [--reward tom|fooling|fooling_tom] [--steps 8]
+    python -m bench.bench_learning [--reward fooling_tom|fooling|tom] [--steps 8]
         [--eval-games 20] [--eval-episodes 1] [--sampled-episodes 0] [--sampled-temperature T]
         [--seed 0] [--grpo-seed S] [--warmstart runs/bench_learning/warmstart]
         [--out runs/bench_learning/R]
@@ -57,13 +60,13 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tomgym.training.rl.learning import METHODS, run_learning
+    from tomgym.training.rl.learning import DEFAULT_METHOD, METHODS, run_learning
     from tomgym.training.rl.train_config import TrainConfig
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--reward", choices=METHODS, default="tom")
+    parser.add_argument("--reward", choices=METHODS, default=DEFAULT_METHOD)
     parser.add_argument("--steps", type=int, default=8, help="Dr. GRPO steps")
     parser.add_argument("--eval-games", type=int, default=20, help="held-out scenarios per stage")
     parser.add_argument(

@@ -5,8 +5,9 @@
 3. Makes a LoRA "double agent" defender (`training/configs/cpu_demo.yaml`, through
    `tomgym.training.rl.learning`): an SFT warm start on the scripted ToM-heuristic defender's
    games (cached under OUT/warmstart), then Dr. GRPO against the scripted base attacker with
-   the ToM reward (ADA-ToM; `--reward` picks another), belief values decoded inside the
-   universe's names (`constrain_beliefs`). The untrained model, the warm
+   the fooling + ToM reward (ADA-Fooling+ToM; `--reward` picks another) and one episode of
+   every group of 4 played by the scripted teacher (`teacher_episodes_per_group`), belief
+   values decoded inside the universe's names (`constrain_beliefs`). The untrained model, the warm
    start, the GRPO policy and the scripted naive liar are each scored greedily on the same
    held-out validation games (prior level 2, 5 attacker turns).
 4. Prints fooled rate, ToM accuracy and format per stage, Dr. GRPO's own paired gain over the
@@ -46,8 +47,9 @@ def add_subparser(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--reward",
-        default="tom",
-        help="tom | fooling | fooling_tom (the paper's ADA methods; tom, the best measured here)",
+        default=None,
+        help="fooling_tom | fooling | tom (the paper's ADA methods; default fooling_tom, with "
+        "one scripted-teacher episode per group: the best measured here)",
     )
     parser.add_argument(
         "--skip-training",
@@ -164,7 +166,7 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"fooled {stage_means(scores)['fooling']:.0%} of {len(scores['fooling'])} games")
         _report(folder)
     else:
-        from tomgym.training.rl.learning import run_learning, stage_folder
+        from tomgym.training.rl.learning import DEFAULT_METHOD, run_learning, stage_folder
 
         _banner(
             "3. Double-agent defender: SFT warm start (cached), Dr. GRPO, each stage scored on "
@@ -180,7 +182,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
         report = run_learning(
             cfg,
-            method=args.reward,
+            method=args.reward or DEFAULT_METHOD,
             steps=cfg.max_steps,
             eval_games=games,
             warmstart_dir=out / "warmstart",

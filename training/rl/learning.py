@@ -54,6 +54,9 @@ logger = logging.getLogger(__name__)
 
 METHODS = ("fooling_tom", "fooling", "tom")
 """The paper's reward methods (ADA-Fooling+ToM, ADA-Fooling, ADA-ToM), by config name."""
+DEFAULT_METHOD = "fooling_tom"
+"""The demo's and the benchmark's reward: with one scripted-teacher episode per group
+(`cpu_demo.yaml`) the best measured on 40 held-out games (README)."""
 STAGES = ("base", "warmstart", "grpo", "naive_liar")
 METRICS = ("fooling", "tom", "format")
 """The per-game scores of a stage (`score_stage`)."""
