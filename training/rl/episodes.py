@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,21 +113,34 @@ class EpisodePlayer:
 
     def play(self, games: Sequence[tuple[str, GameRow, int]]) -> list[Episode]:
         """Play `(game_id, row, env_seed)` games concurrently; one Episode per game, in order."""
+        return self.play_as(self.trainable, self.trainable.take_episode, games)
+
+    def play_as(
+        self,
+        policy: Policy,
+        take_tokens: Callable[[str], EpisodeTokens | None],
+        games: Sequence[tuple[str, GameRow, int]],
+        *,
+        teacher: bool = False,
+    ) -> list[Episode]:
+        """`play` with another policy in the trained agent's seat (the scripted teacher);
+        `take_tokens(game_id)` gives a finished game's sequence (None: it never answered, the
+        episode is dropped) before the runner makes the policies forget the game."""
         router = RoutedPolicy(name="opponents")
         for game_id, row, _seed in games:
             router.assign(
                 game_id,
                 {agent: opponent_for(o, row.route) for agent, o in self.opponents.items()},
             )
-        taken: dict[str, tuple[EpisodeTokens, str | None]] = {}
+        taken: dict[str, tuple[EpisodeTokens | None, str | None]] = {}
 
         def take(record: EpisodeRecord) -> None:
             # Runs before the runner makes the policies forget the game.
             game_id = record["game_id"]
             failure = game_failure(router.policies_of(game_id), game_id)
-            taken[game_id] = (self.trainable.take_episode(game_id), failure)
+            taken[game_id] = (take_tokens(game_id), failure)
 
-        policies: dict[str, Policy] = {self.trained_agent: self.trainable}
+        policies: dict[str, Policy] = {self.trained_agent: policy}
         policies.update(dict.fromkeys(self.opponents, router))
         specs = [GameSpec(g, s, dict(r.options)) for g, r, s in games]
         records = play_games(
@@ -143,7 +156,9 @@ class EpisodePlayer:
         for game_id, row, _seed in games:
             tokens, failure = taken[game_id]
             dropped = f"opponent failed: {failure}" if failure is not None else None
-            episodes.append(Episode(game_id, row, by_id[game_id], tokens, dropped))
+            if tokens is None:
+                tokens, dropped = EpisodeTokens(game_id), dropped or "the policy never answered"
+            episodes.append(Episode(game_id, row, by_id[game_id], tokens, dropped, teacher))
         return episodes
 
 

@@ -46,7 +46,6 @@ from typing import Any
 from tomgym.agents.base import BasePolicy, Policy, Turn
 from tomgym.envs.seeding import derive_seed
 from tomgym.rewards import RewardComposer
-from tomgym.rewards.episode import EpisodeRecord
 from tomgym.training.eval.validation import ScoredGame, format_table, validation_table
 from tomgym.training.rl.episodes import (
     Episode,
@@ -59,8 +58,6 @@ from tomgym.training.rl.generation import HFGenerateFn, hf_generate_fn, hf_score
 from tomgym.training.rl.opponents import (
     build_opponent,
     build_opponents,
-    game_failure,
-    opponent_for,
 )
 from tomgym.training.rl.tokens import ChatRenderer, EpisodeTokens, episode_from_chat
 from tomgym.training.rl.train_config import (
@@ -71,9 +68,8 @@ from tomgym.training.rl.train_config import (
     config_diff,
 )
 from tomgym.training.rl.trainable import TrainablePolicy
-from tomgym.training.routing import RoutedPolicy, forget_game
+from tomgym.training.routing import forget_game
 from tomgym.training.run_folder import RunFolder
-from tomgym.training.runner import GameSpec, play_games
 
 logger = logging.getLogger(__name__)
 
@@ -345,39 +341,17 @@ class TrainingSession:
         """
         if not games:
             return []
-        cfg = self.cfg
         teacher = TranscriptRecorder(
-            build_opponent(f"scripted:{cfg.sft_teacher}", seed=cfg.seed, model_path="")
+            build_opponent(f"scripted:{self.cfg.sft_teacher}", seed=self.cfg.seed, model_path="")
         )
-        router = RoutedPolicy(name="opponents")
-        for gid, row, _ in games:
-            router.assign(gid, {a: opponent_for(o, row.route) for a, o in self.opponents.items()})
-        taken: dict[str, tuple[list[dict[str, str]], str | None]] = {}
 
-        def take(record: EpisodeRecord) -> None:  # before the runner makes the teacher forget
-            game_id = record["game_id"]
-            failure = game_failure(router.policies_of(game_id), game_id)
-            taken[game_id] = (teacher.take_chat(game_id), failure)
+        def tokens_of(game_id: str) -> EpisodeTokens | None:
+            chat = teacher.take_chat(game_id)
+            if not any(msg["role"] == "assistant" for msg in chat):
+                return None
+            return episode_from_chat(self.renderer, game_id, chat)
 
-        records = play_games(
-            cfg.env_id,
-            [GameSpec(g, s, dict(r.options)) for g, r, s in games],
-            {cfg.trained_agent: teacher, **dict.fromkeys(self.opponents, router)},
-            concurrency=max(1, min(cfg.concurrency, len(games))),
-            env_config=cfg.env_config or None,
-            on_record=take,
-        )
-        by_id = {r["game_id"]: r for r in records}
-        episodes = []
-        for gid, row, _ in games:
-            chat, failure = taken[gid]
-            dropped = f"opponent failed: {failure}" if failure is not None else None
-            if any(msg["role"] == "assistant" for msg in chat):
-                tokens = episode_from_chat(self.renderer, gid, chat)
-            else:
-                tokens, dropped = EpisodeTokens(gid), dropped or "the teacher never answered"
-            episodes.append(Episode(gid, row, by_id[gid], tokens, dropped, teacher=True))
-        return episodes
+        return self.player.play_as(teacher, tokens_of, games, teacher=True)
 
     def episode_totals(self, episodes: Sequence[Episode]) -> list[float | None]:
         """Each episode's total reward (None for a dropped one), as the reward function scores it."""

@@ -206,6 +206,30 @@ def test_rejection_sft_uses_acceptance_as_advantage(
     )
 
 
+def train_with_reward(
+    tmp_path: Path,
+    tiny_model_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    reward: Any,
+    **over: Any,
+) -> tuple[Any, Any, Capture, list[list[Any]]]:
+    """One Dr. GRPO step with `reward` as the only component; the session, trainer, captured
+    loss inputs and the game lists the model's player was asked to play."""
+    import tomgym.rewards.composer as composer
+    from tomgym.training.rl.trainer import TrainingSession, build_trainer
+
+    monkeypatch.setitem(composer.COMPONENTS, "stepwise_tom", reward)
+    cfg = make_config(tmp_path, tiny_model_dir, reward_weights={"stepwise_tom": 1.0}, **over)
+    session = TrainingSession(cfg)
+    played: list[list[Any]] = []
+    play = session.player.play
+    monkeypatch.setattr(session.player, "play", lambda games: played.append(games) or play(games))
+    trainer = build_trainer(session)
+    capture = Capture(trainer)
+    trainer.train()
+    return session, trainer, capture, played
+
+
 def flat_until_resampled(record: dict, ctx: Any) -> float:
     """0 for every episode as first drawn (flat groups); the member index once resampled."""
     game_id = record["game_id"]
@@ -216,23 +240,15 @@ def flat_until_resampled(record: dict, ctx: Any) -> float:
 def test_dynamic_sampling_replaces_flat_groups_before_the_step(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch, rounds: int
 ) -> None:
-    import tomgym.rewards.composer as composer
-    from tomgym.training.rl.trainer import TrainingSession, build_trainer, zero_variance_groups
+    from tomgym.training.rl.trainer import zero_variance_groups
 
-    monkeypatch.setitem(composer.COMPONENTS, "stepwise_tom", flat_until_resampled)
-    cfg = make_config(
+    session, trainer, capture, played = train_with_reward(
         tmp_path,
         tiny_model_dir,
-        reward_weights={"stepwise_tom": 1.0},
+        monkeypatch,
+        flat_until_resampled,
         resample_flat_groups=rounds,
     )
-    session = TrainingSession(cfg)
-    played: list[list[Any]] = []
-    play = session.player.play
-    monkeypatch.setattr(session.player, "play", lambda games: played.append(games) or play(games))
-    trainer = build_trainer(session)
-    capture = Capture(trainer)
-    trainer.train()
     batch = session.last_batch
     ids = [record["game_id"] for record in batch["episode"]]
     logged = [h for h in trainer.state.log_history if "rollout/zero_variance_groups" in h][-1]
@@ -265,25 +281,16 @@ def played_by_the_teacher(record: dict, ctx: Any) -> float:
 def test_teacher_guided_groups_train_the_teachers_turns_with_the_group_advantage(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tomgym.rewards.composer as composer
     import torch
-    from tomgym.training.rl.trainer import TrainingSession, build_trainer
 
-    monkeypatch.setitem(composer.COMPONENTS, "stepwise_tom", played_by_the_teacher)
-    cfg = make_config(
+    session, trainer, capture, played = train_with_reward(
         tmp_path,
         tiny_model_dir,
-        reward_weights={"stepwise_tom": 1.0},
+        monkeypatch,
+        played_by_the_teacher,
         teacher_episodes_per_group=1,
         debug_check_tokens=True,
     )
-    session = TrainingSession(cfg)
-    played: list[list[Any]] = []
-    play = session.player.play
-    monkeypatch.setattr(session.player, "play", lambda games: played.append(games) or play(games))
-    trainer = build_trainer(session)
-    capture = Capture(trainer)
-    trainer.train()
 
     batch = session.last_batch
     assert batch is not None
@@ -321,7 +328,7 @@ def test_teacher_guided_groups_train_the_teachers_turns_with_the_group_advantage
     assert torch.allclose(inputs["advantages"].cpu(), expected_adv)
     n_tokens = (inputs["completion_mask"] * inputs["tool_mask"]).sum(dim=1).float()
     assert loss_value == pytest.approx(
-        -float((expected_adv * n_tokens).sum()) / (4 * cfg.max_completion_length), abs=1e-5
+        -float((expected_adv * n_tokens).sum()) / (4 * session.cfg.max_completion_length), abs=1e-5
     )
     # The logged components are the model's episodes'; the teacher's are logged apart.
     logged = [h for h in trainer.state.log_history if "rollout/teacher_episodes" in h][-1]
