@@ -162,6 +162,15 @@ class EpisodePlayer:
         return episodes
 
 
+def group_members(rows: Sequence[GameRow]) -> list[int]:
+    """Each row's member index in its group: its position in its run of identical rows (TRL
+    repeats each dataset row `num_generations` times in a row)."""
+    members: list[int] = []
+    for i, row in enumerate(rows):
+        members.append(members[-1] + 1 if i and row.encode() == rows[i - 1].encode() else 0)
+    return members
+
+
 def group_games(
     prompts: Sequence[Any], *, tag: str, base_seed: int, shared_seed: bool
 ) -> list[tuple[str, GameRow, int]]:
@@ -171,14 +180,9 @@ def group_games(
     opponents derive their per-game seed from it, so group members differ); the env seed is the
     row's seed for every member when `shared_seed` (same keywords/codes), else a derived one.
     """
+    rows = [GameRow.decode(prompt) for prompt in prompts]
     games: list[tuple[str, GameRow, int]] = []
-    previous: str | None = None
-    member = 0
-    for prompt in prompts:
-        row = GameRow.decode(prompt)
-        key = row.encode()
-        member = member + 1 if key == previous else 0
-        previous = key
+    for row, member in zip(rows, group_members(rows), strict=True):
         seed = row.seed if shared_seed else derive_seed(base_seed, tag, row.row, member)
         games.append((f"{tag}-r{row.row}-g{member}", row, seed))
     return games

@@ -52,13 +52,11 @@ from tomgym.training.rl.episodes import (
     EpisodePlayer,
     GameRow,
     group_games,
+    group_members,
     trl_batch,
 )
 from tomgym.training.rl.generation import HFGenerateFn, hf_generate_fn, hf_score_fn
-from tomgym.training.rl.opponents import (
-    build_opponent,
-    build_opponents,
-)
+from tomgym.training.rl.opponents import build_opponent, build_opponents
 from tomgym.training.rl.tokens import ChatRenderer, EpisodeTokens, episode_from_chat
 from tomgym.training.rl.train_config import (
     RESUME_MAY_CHANGE,
@@ -324,10 +322,8 @@ class TrainingSession:
         k = self.cfg.teacher_episodes_per_group
         if not k:
             return self.player.play(games)
-        guided, member = [], 0
-        for i, (_gid, row, _seed) in enumerate(games):
-            member = member + 1 if i and row == games[i - 1][1] else 0
-            guided.append(member >= self.cfg.num_generations - k)
+        first_guided = self.cfg.num_generations - k
+        guided = [m >= first_guided for m in group_members([row for _gid, row, _seed in games])]
         own = iter(self.player.play([g for g, t in zip(games, guided, strict=True) if not t]))
         taught = iter(self.teacher_episodes([g for g, t in zip(games, guided, strict=True) if t]))
         return [next(taught) if t else next(own) for t in guided]
