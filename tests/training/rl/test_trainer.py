@@ -394,3 +394,48 @@ def test_decrypto_opponent_specs_go_through_the_policy_spec_parser():
         build_opponent("decrypto:oracle", seed=1, model_path="unused")
     with pytest.raises(ConfigError, match="k='many' must be an integer"):
         build_opponent("decrypto:embedding:k=many", seed=1, model_path="unused")
+
+
+def test_demo_sized_guided_groups_have_reward_variance_for_a_model_that_never_fools(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """The demo's Dr. GRPO groups always teach: with `cpu_demo.yaml` and the default reward, the
+    scripted teacher's episode of each group fools the attacker, so a group the model loses has
+    non-zero reward variance (the demo once trained with every group flat)."""
+    from importlib import resources
+
+    from tomgym.training.rl.episodes import group_games
+    from tomgym.training.rl.learning import DEFAULT_METHOD, run_weights
+    from tomgym.training.rl.train_config import TrainConfig
+    from tomgym.training.rl.trainer import TrainingSession, load_model, zero_variance_groups
+
+    demo = TrainConfig.load(resources.files("tomgym.training") / "configs" / "cpu_demo.yaml")
+    assert demo.teacher_episodes_per_group >= 1
+    cfg = TrainConfig.from_dict(
+        {
+            **demo.to_dict(),
+            "model": str(tiny_model_dir),  # a random model: it never fools the attacker
+            "output_dir": str(tmp_path / "run"),
+            "reward_weights": run_weights(DEFAULT_METHOD, demo.reward_weights),
+            "sft_warmstart": False,
+            "max_turn_tokens": 16,  # a random model's answers fail at any length
+        }
+    )
+    session = TrainingSession(cfg)
+    session.trainable.set_generate(
+        session.make_generate(load_model(cfg, session.model_path), cfg.temperature)
+    )
+    groups = cfg.per_device_train_batch_size // cfg.num_generations
+    prompts = [row.encode() for row in session.rows[:groups] for _ in range(cfg.num_generations)]
+    episodes = session.play_groups(
+        group_games(prompts, tag="demo", base_seed=cfg.seed, shared_seed=cfg.shared_seed_in_group)
+    )
+    totals = session.episode_totals(episodes)
+    first_taught = cfg.num_generations - cfg.teacher_episodes_per_group
+    assert [ep.teacher for ep in episodes] == [
+        m >= first_taught for m in range(cfg.num_generations)
+    ] * groups
+    for ep, total in zip(episodes, totals, strict=True):
+        fooled = session.composer.components(ep.record)["fooling"]
+        assert fooled == (1.0 if ep.teacher else 0.0), (ep.record["game_id"], total)
+    assert zero_variance_groups(totals, cfg.num_generations) == 0.0
