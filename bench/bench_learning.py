@@ -57,14 +57,18 @@ import logging
 import sys
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-
-def main(argv: list[str] | None = None) -> int:
-    from tomgym.training.rl.learning import DEFAULT_METHOD, METHODS, run_learning
+if TYPE_CHECKING:
     from tomgym.training.rl.train_config import TrainConfig
 
+
+def build_parser(description: str | None) -> argparse.ArgumentParser:
+    """The benchmark's arguments (`bench.bench_replicates` adds its seeds to the same ones)."""
+    from tomgym.training.rl.learning import DEFAULT_METHOD, METHODS
+
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--reward", choices=METHODS, default=DEFAULT_METHOD)
     parser.add_argument("--steps", type=int, default=8, help="Dr. GRPO steps")
@@ -90,20 +94,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmstart", default="runs/bench_learning/warmstart")
     parser.add_argument("--out", default=None, help="default: runs/bench_learning/<reward>")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--grpo-seed",
-        type=int,
-        default=None,
-        help="seed of the Dr. GRPO stage alone (default: --seed): replicates from one warm start",
-    )
     parser.add_argument("--config", default=None, help="default: training/configs/cpu_demo.yaml")
     parser.add_argument("overrides", nargs="*", help="key=value config overrides (as tomgym train)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-    out = Path(args.out or f"runs/bench_learning/{args.reward}")
-    out.mkdir(parents=True, exist_ok=True)
+    return parser
+
+
+def load_config(args: argparse.Namespace) -> TrainConfig:
+    """The training config of the parsed `args`: `--config` (default `cpu_demo.yaml`), `--seed`
+    and the key=value overrides."""
+    from tomgym.training.rl.train_config import TrainConfig
+
     path = args.config or str(resources.files("tomgym.training") / "configs" / "cpu_demo.yaml")
-    cfg = TrainConfig.load(path, [f"seed={args.seed}", *args.overrides])
+    return TrainConfig.load(path, [f"seed={args.seed}", *args.overrides])
+
+
+def learning_report(args: argparse.Namespace, grpo_seed: int | None, out: Path) -> dict[str, Any]:
+    """One learning run of the parsed `args` with its Dr. GRPO stage seeded by `grpo_seed`, into
+    `out` (also written to OUT/bench_learning.json)."""
+    from tomgym.training.rl.learning import run_learning
+
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = load_config(args)
     report = {
         "model": cfg.model,
         **run_learning(
@@ -114,13 +125,27 @@ def main(argv: list[str] | None = None) -> int:
             eval_episodes=args.eval_episodes,
             sampled_episodes=args.sampled_episodes,
             sampled_temperature=args.sampled_temperature,
-            grpo_seed=args.grpo_seed,
+            grpo_seed=grpo_seed,
             warmstart_dir=Path(args.warmstart),
             out=out,
         ),
     }
     (out / "bench_learning.json").write_text(json.dumps(report, indent=2, default=str))
-    print(json.dumps(report, default=str))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser(__doc__)
+    parser.add_argument(
+        "--grpo-seed",
+        type=int,
+        default=None,
+        help="seed of the Dr. GRPO stage alone (default: --seed): replicates from one warm start",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    out = Path(args.out or f"runs/bench_learning/{args.reward}")
+    print(json.dumps(learning_report(args, args.grpo_seed, out), default=str))
     return 0
 
 

@@ -14,6 +14,7 @@ import pytest
 SCRIPTS = [
     "bench.bench_envs",
     "bench.bench_learning",
+    "bench.bench_replicates",
     "bench.bench_rollout",
     "bench.gpu_check",
     "bench.k_sweep",

@@ -22,6 +22,10 @@ game, so every stage goes through the project's own commands and is scored on id
 - `paired_difference(after, before, clusters)`: mean per-game difference, the games that went
   up and down, and a 95% paired bootstrap CI that resamples scenarios when a scenario is played
   by several attacker seeds.
+- `pooled_minus(replicates, before, label)`: the same over several Dr. GRPO replicates (one per
+  training seed, from one warm start), each paired with the warm start's same games and
+  resampled by scenario with all its replicates' games (`bench/bench_replicates.py`);
+  `read_scores(folder)` reads a finished evaluation's per-game scores back for it.
 - `step_metrics(log_history)`: the per-step train numbers of a GRPO run.
 
 `run_learning(...)` chains them (the stages before GRPO first, so their numbers show while it
@@ -210,13 +214,27 @@ def score_stage(
 ) -> dict[str, dict[str, Any]]:
     """Evaluate `spec` on `games` held-out scenarios, `episodes` games each (resuming a run in
     `folder`); per metric ("fooling", "tom", "format"), per game id, the score, and under
-    `SCENARIO` and `LOSS_REASON` the scenario and the loss reason of every game id."""
-    from tomgym.rewards import shaping, tomsb
+    `SCENARIO` and `LOSS_REASON` the scenario and the loss reason of every game id.
+
+    A finished evaluation in `folder` is read, not replayed, when it was run with `spec` on
+    `games` scenarios; one of another spec or scenario count raises `ValueError` (the folder's
+    name does not tell them apart, and its games must not pass for the ones asked for)."""
     from tomgym.training.eval.jobs import evaluate_tomsb
-    from tomgym.training.eval.loss_reasons import benchmark_scenario, loss_reason
     from tomgym.training.run_folder import SUMMARY_FILE, RunFolder
 
-    if not (folder / SUMMARY_FILE).is_file():
+    if (folder / SUMMARY_FILE).is_file():
+        stored = RunFolder(folder).config()
+        for key, wanted, same in (
+            ("defender", spec, _same_policy),
+            ("max_scenarios", games, lambda a, b: a == b),
+        ):
+            if not same(stored.get(key), wanted):
+                raise ValueError(
+                    f"{folder} holds a finished evaluation with {key} {stored.get(key)!r}, not "
+                    f"{wanted!r}: choose another output folder (--out, or --warmstart for the "
+                    "stages scored beside the warm start)"
+                )
+    else:
         evaluate_tomsb(
             spec,
             attackers=list(cfg.eval_attackers),
@@ -231,6 +249,15 @@ def score_stage(
             prior_levels=cfg.prior_levels,
             progress=progress,
         )
+    return read_scores(folder)
+
+
+def read_scores(folder: Path) -> dict[str, dict[str, Any]]:
+    """`score_stage`'s per-game scores of the evaluation in `folder`, read from its records."""
+    from tomgym.rewards import shaping, tomsb
+    from tomgym.training.eval.loss_reasons import benchmark_scenario, loss_reason
+    from tomgym.training.run_folder import RunFolder
+
     scores: dict[str, dict[str, Any]] = {metric: {} for metric in (*METRICS, SCENARIO, LOSS_REASON)}
     for record in RunFolder(folder).records():
         key = record["game_id"]
@@ -240,6 +267,26 @@ def score_stage(
         scores[SCENARIO][key] = record["eval"]["scenario"]
         scores[LOSS_REASON][key] = loss_reason(record, benchmark_scenario(record), DEFENDER)
     return scores
+
+
+def _same_policy(stored: Any, wanted: str) -> bool:
+    """`stored` and `wanted` name one policy: equal specs but for how their model and adapter
+    paths are written (relative or absolute)."""
+    from tomgym.agents.specs import parse_spec
+
+    def canonical(spec: str) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+        parsed = parse_spec(spec)
+        options = tuple(
+            (key, str(Path(value).resolve()) if key == "adapter" else value)
+            for key, value in parsed.options
+        )
+        target = str(Path(parsed.target).resolve()) if parsed.is_llm else parsed.target
+        return parsed.kind, target, options
+
+    try:
+        return isinstance(stored, str) and canonical(stored) == canonical(wanted)
+    except ValueError:
+        return False
 
 
 def eval_folder(
@@ -311,6 +358,33 @@ def grpo_minus(
     return paired_difference(
         scores["grpo"][metric], scores[before][metric], clusters=scores["grpo"][SCENARIO]
     )
+
+
+def pooled_minus(
+    replicates: Mapping[Any, Mapping[str, Mapping[str, Any]]],
+    before: Mapping[str, Mapping[str, Any]],
+    label: str,
+) -> dict[str, Any]:
+    """`paired_difference` of several Dr. GRPO replicates (`replicates`: per training seed, its
+    GRPO stage's `score_stage` scores) over one `before` stage on `PAIRED[label]`.
+
+    Every replicate's game is paired with the same game of `before` (one warm start, one set of
+    held-out games), and the bootstrap resamples scenarios, each drawn with all its replicates'
+    games: the interval covers the training seed and the held-out game together, i.e. the gain
+    of the method from this warm start rather than of one trained model. `n`, `up` and `down`
+    count (replicate, game) pairs."""
+    metric = PAIRED[label]
+    after: dict[str, float] = {}
+    paired_before: dict[str, float] = {}
+    clusters: dict[str, str] = {}
+    for replicate, scores in replicates.items():
+        for game, value in scores[metric].items():
+            if game in before[metric]:
+                key = f"{replicate}/{game}"
+                after[key] = value
+                paired_before[key] = before[metric][game]
+                clusters[key] = scores[SCENARIO][game]
+    return paired_difference(after, paired_before, clusters=clusters)
 
 
 def stage_means(scores: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:

@@ -48,6 +48,29 @@ def test_paired_difference_resamples_scenarios_when_games_share_one() -> None:
     assert "ci95" not in one and one["clusters"] == 1
 
 
+def test_pooled_minus_pairs_every_replicate_with_the_one_warm_start_by_scenario() -> None:
+    from tomgym.training.rl.learning import SCENARIO, pooled_minus
+
+    def scores(fooled: dict[str, float]) -> dict[str, dict[str, object]]:
+        return {"fooling": fooled, SCENARIO: {game: game[0] for game in fooled}}
+
+    # Games "a1", "a2" belong to scenario "a", and so on; "z9" was not scored by the warm start.
+    before = scores({"a1": 0.0, "a2": 1.0, "b1": 0.0, "c1": 1.0})
+    replicates = {
+        0: scores({"a1": 1.0, "a2": 1.0, "b1": 0.0, "c1": 1.0, "z9": 1.0}),
+        1: scores({"a1": 1.0, "a2": 0.0, "b1": 1.0, "c1": 1.0}),
+    }
+    pooled = pooled_minus(replicates, before, "fooled")
+    # Four pairs a replicate (z9 unpaired); up: a1 twice and b1 once, down: a2 once.
+    assert (pooled["n"], pooled["up"], pooled["down"]) == (8, 3, 1)
+    assert pooled["mean"] == pytest.approx(2 / 8)
+    assert pooled["clusters"] == 3  # scenarios, each resampled with both replicates' games
+    assert pooled["ci95"][0] <= pooled["mean"] <= pooled["ci95"][1]
+    # One replicate is that replicate's own paired difference.
+    alone = pooled_minus({0: replicates[0]}, before, "fooled")
+    assert (alone["n"], alone["up"], alone["down"], alone["mean"]) == (4, 1, 0, 0.25)
+
+
 def test_a_belief_constraint_reaches_every_model_stage_and_its_own_folders() -> None:
     from tomgym.training.rl.learning import eval_folder, stage_folder, stage_spec
     from tomgym.training.rl.train_config import TrainConfig
@@ -168,3 +191,46 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
         main([*argv[:-1], str(tmp_path / "other"), "--reward", "tom", "sft_steps=2"])
     with pytest.raises(ConfigError, match="seed"):
         main([*argv[:-1], str(tmp_path / "other"), "--reward", "tom", "--seed", "5"])
+    # A cached evaluation of another size is refused, not passed off as the one asked for.
+    with pytest.raises(ValueError, match="max_scenarios 2, not 1"):
+        main([*argv[:-1], str(tmp_path / "other"), "--reward", "tom", "--eval-games", "1"])
+
+
+def test_bench_replicates_pools_each_seeds_grpo_run_from_one_warm_start(
+    tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench.bench_replicates import main
+
+    cfg = make_config(
+        tmp_path, tiny_model_dir, sft_warmstart=True, sft_games=2, sft_steps=1, sft_batch_size=2
+    )
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(cfg.to_dict()), encoding="utf-8")
+    out = tmp_path / "replicates"
+    argv = ["--config", str(config), "--steps", "1", "--eval-games", "2", "--reward", "fooling"]
+    argv += ["--warmstart", str(tmp_path / "ws"), "--out", str(out), "--grpo-seeds", "3", "4"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["grpo_seeds"] == [3, 4]
+    for seed in (3, 4):
+        run = json.loads((out / f"seed_{seed}" / "bench_learning.json").read_text())
+        assert run["grpo_seed"] == seed
+        assert report["fooled_rate"]["grpo_by_seed"][str(seed)] == run["fooled_rate"]["grpo"]
+        assert report["fooled_rate"]["warmstart"] == run["fooled_rate"]["warmstart"]
+        own = report["by_seed"][str(seed)]["grpo_minus_warmstart_fooled"]
+        assert own == run["grpo_minus_warmstart_fooled"]
+        assert str(out / f"seed_{seed}" / "grpo" / "final") in report["policy_specs"][str(seed)]
+    rates = report["fooled_rate"]["grpo_by_seed"].values()
+    assert report["fooled_rate"]["grpo"] == pytest.approx(sum(rates) / 2)
+    pooled = report["grpo_minus_warmstart_fooled"]
+    assert pooled["n"] == 2 * report["eval_games"] and pooled["clusters"] == 2
+    each = [report["by_seed"][s]["grpo_minus_warmstart_fooled"]["mean"] for s in ("3", "4")]
+    assert pooled["mean"] == pytest.approx(sum(each) / 2)
+    assert (out / "bench_replicates.json").is_file()
+    # A rerun trains nothing again: every replicate's stages are read back.
+    trained = (out / "seed_3" / "grpo" / "train_config.json").stat().st_mtime_ns
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["by_seed"] == json.loads(
+        json.dumps(report["by_seed"])
+    )
+    assert (out / "seed_3" / "grpo" / "train_config.json").stat().st_mtime_ns == trained
