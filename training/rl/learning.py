@@ -217,7 +217,8 @@ def score_stage(
     `SCENARIO` and `LOSS_REASON` the scenario and the loss reason of every game id.
 
     A finished evaluation in `folder` is read, not replayed, when it was run with `spec` on
-    `games` scenarios; one of another spec or scenario count raises `ValueError` (the folder's
+    `games` scenarios of the config's split; one of another spec, count or split raises
+    `ValueError` (the folder's
     name does not tell them apart, and its games must not pass for the ones asked for)."""
     from tomgym.training.eval.jobs import evaluate_tomsb
     from tomgym.training.run_folder import SUMMARY_FILE, RunFolder
@@ -227,6 +228,7 @@ def score_stage(
         for key, wanted, same in (
             ("defender", spec, _same_policy),
             ("max_scenarios", games, lambda a, b: a == b),
+            ("split", cfg.eval_split, lambda a, b: a == b),
         ):
             if not same(stored.get(key), wanted):
                 raise ValueError(

@@ -194,6 +194,8 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
     # A cached evaluation of another size is refused, not passed off as the one asked for.
     with pytest.raises(ValueError, match="max_scenarios 2, not 1"):
         main([*argv[:-1], str(tmp_path / "other"), "--reward", "tom", "--eval-games", "1"])
+    with pytest.raises(ValueError, match="split 'validation', not 'test'"):
+        main([*argv[:-1], str(tmp_path / "other"), "--reward", "tom", "eval_split=test"])
 
 
 def test_bench_replicates_pools_each_seeds_grpo_run_from_one_warm_start(
