@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import operator
 import time
 from collections.abc import Callable, Mapping
 from importlib import resources
@@ -218,8 +219,8 @@ def score_stage(
 
     A finished evaluation in `folder` is read, not replayed, when it was run with `spec` on
     `games` scenarios of the config's split; one of another spec, count or split raises
-    `ValueError` (the folder's
-    name does not tell them apart, and its games must not pass for the ones asked for)."""
+    `ValueError` (the folder's name does not tell them apart, and its games must not pass for
+    the ones asked for)."""
     from tomgym.training.eval.jobs import evaluate_tomsb
     from tomgym.training.run_folder import SUMMARY_FILE, RunFolder
 
@@ -227,8 +228,8 @@ def score_stage(
         stored = RunFolder(folder).config()
         for key, wanted, same in (
             ("defender", spec, _same_policy),
-            ("max_scenarios", games, lambda a, b: a == b),
-            ("split", cfg.eval_split, lambda a, b: a == b),
+            ("max_scenarios", games, operator.eq),
+            ("split", cfg.eval_split, operator.eq),
         ):
             if not same(stored.get(key), wanted):
                 raise ValueError(
