@@ -177,12 +177,17 @@ class RunFolder:
                 f"--resume refused: {self.path} holds a run of kind {run_kind(old) or 'unknown'}, "
                 f"this one is {run_kind(new) or 'unknown'}"
             )
-        diffs = config_diff(old, new)
+        diffs = self.differences(config)
         if diffs:
             raise RunFolderError(
                 f"--resume refused: {'; '.join(diffs)} (the run in {self.path} was started with "
                 "other settings; choose a new --out to change them)"
             )
+
+    def differences(self, config: Mapping[str, Any]) -> list[str]:
+        """`config_diff` of the stored config against `config` as config.yaml would hold it:
+        empty when the folder's run was made with these settings (`RESUME_FREE_KEYS` apart)."""
+        return config_diff(self.config(), _stored_form(config))
 
     def acquire(self) -> None:
         """Take the folder's lock (idempotent); raises `RunFolderLocked` naming the holder.

@@ -196,6 +196,41 @@ def _tomsb_scenarios(
     return scenarios
 
 
+def tomsb_eval_config(
+    defender_spec: str,
+    attackers: Sequence[str] = ATTACKER_VARIANTS,
+    split: str = "test",
+    episodes_per_scenario: int = 2,
+    seeds: int = 3,
+    *,
+    max_scenarios: int | None = None,
+    benchmark_seed: int = 0,
+    env_config: Mapping[str, Any] | None = None,
+    scenarios_file: str | Path | None = None,
+    prior_levels: Sequence[int] | None = None,
+) -> dict[str, Any]:
+    """The config `evaluate_tomsb` with these settings stores in its folder (config.yaml): what a
+    resume is checked against, and what a reader reusing a finished evaluation compares with
+    `RunFolder.differences` (the settings that decide which games are played, and how)."""
+    config: dict[str, Any] = {
+        "kind": "eval_tomsb",
+        "env_id": TOMSB_ENV,
+        "defender": defender_spec,
+        "attackers": list(attackers),
+        "split": split,
+        "episodes_per_scenario": episodes_per_scenario,
+        "seeds": seeds,
+        "max_scenarios": max_scenarios,
+        "benchmark_seed": benchmark_seed,
+        "env_config": dict(env_config or {}),
+    }
+    if scenarios_file is not None:
+        config["scenarios_file"] = str(scenarios_file)
+    if prior_levels is not None:
+        config["prior_levels"] = sorted(set(prior_levels))
+    return config
+
+
 def evaluate_tomsb(
     defender_spec: str,
     attackers: Sequence[str] = ATTACKER_VARIANTS,
@@ -247,22 +282,18 @@ def evaluate_tomsb(
     if len(set(labels)) != len(labels):
         raise EvaluationError(f"attackers repeat: {labels}")
     scenarios = _tomsb_scenarios(split, benchmark_seed, max_scenarios, scenarios_file, prior_levels)
-    config = {
-        "kind": "eval_tomsb",
-        "env_id": TOMSB_ENV,
-        "defender": defender_spec,
-        "attackers": list(attackers),
-        "split": split,
-        "episodes_per_scenario": episodes_per_scenario,
-        "seeds": seeds,
-        "max_scenarios": max_scenarios,
-        "benchmark_seed": benchmark_seed,
-        "env_config": dict(env_config or {}),
-    }
-    if scenarios_file is not None:
-        config["scenarios_file"] = str(scenarios_file)
-    if prior_levels is not None:
-        config["prior_levels"] = sorted(set(prior_levels))
+    config = tomsb_eval_config(
+        defender_spec,
+        attackers,
+        split,
+        episodes_per_scenario,
+        seeds,
+        max_scenarios=max_scenarios,
+        benchmark_seed=benchmark_seed,
+        env_config=env_config,
+        scenarios_file=scenarios_file,
+        prior_levels=prior_levels,
+    )
     folder = RunFolder(out_dir)
     check_resume(folder, config, resume)
     # Build every policy before touching the folder: a bad spec fails with nothing written.

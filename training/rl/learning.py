@@ -44,7 +44,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import operator
 import time
 from collections.abc import Callable, Mapping
 from importlib import resources
@@ -217,40 +216,44 @@ def score_stage(
     `folder`); per metric ("fooling", "tom", "format"), per game id, the score, and under
     `SCENARIO` and `LOSS_REASON` the scenario and the loss reason of every game id.
 
-    A finished evaluation in `folder` is read, not replayed, when it was run with `spec` on
-    `games` scenarios of the config's split; one of another spec, count or split raises
-    `ValueError` (the folder's name does not tell them apart, and its games must not pass for
-    the ones asked for)."""
-    from tomgym.training.eval.jobs import evaluate_tomsb
+    A finished evaluation in `folder` is read, not replayed, when its stored config is the one
+    this call would have written (`tomsb_eval_config`; model paths compared resolved); one of
+    another policy, split, scenario count, attackers, prior levels or env settings raises
+    `ValueError` naming the differences (the folder's name does not tell them apart, and its
+    games must not pass for the ones asked for)."""
+    from tomgym.training.eval.jobs import evaluate_tomsb, tomsb_eval_config
     from tomgym.training.run_folder import SUMMARY_FILE, RunFolder
 
+    settings: dict[str, Any] = {
+        "attackers": list(cfg.eval_attackers),
+        "split": cfg.eval_split,
+        "episodes_per_scenario": episodes,
+        "seeds": 1,
+        "max_scenarios": games,
+        "env_config": cfg.env_config,
+        "prior_levels": cfg.prior_levels,
+    }
     if (folder / SUMMARY_FILE).is_file():
-        stored = RunFolder(folder).config()
-        for key, wanted, same in (
-            ("defender", spec, _same_policy),
-            ("max_scenarios", games, operator.eq),
-            ("split", cfg.eval_split, operator.eq),
-        ):
-            if not same(stored.get(key), wanted):
-                raise ValueError(
-                    f"{folder} holds a finished evaluation with {key} {stored.get(key)!r}, not "
-                    f"{wanted!r}: choose another output folder (--out, or --warmstart for the "
-                    "stages scored beside the warm start)"
-                )
+        run = RunFolder(folder)
+        wanted = tomsb_eval_config(spec, **settings)
+        stored_spec = run.config().get("defender")
+        if _same_policy(stored_spec, spec):  # the same model, its paths written another way
+            wanted["defender"] = stored_spec
+        diffs = run.differences(wanted)
+        if diffs:
+            raise ValueError(
+                f"{folder} holds a finished evaluation with other settings ({'; '.join(diffs)}): "
+                "choose another output folder (--out, or --warmstart for the stages scored "
+                "beside the warm start)"
+            )
     else:
         evaluate_tomsb(
             spec,
-            attackers=list(cfg.eval_attackers),
-            split=cfg.eval_split,
-            episodes_per_scenario=episodes,
-            seeds=1,
             out_dir=folder,
             concurrency=concurrency,
             resume=(folder / "games.jsonl").is_file(),
-            max_scenarios=games,
-            env_config=cfg.env_config,
-            prior_levels=cfg.prior_levels,
             progress=progress,
+            **settings,
         )
     return read_scores(folder)
 

@@ -106,6 +106,8 @@ def test_a_learning_run_keeps_the_configs_shaping_terms_beside_its_method() -> N
 def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
     tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from tomgym.training.rl.learning import NAIVE_LIAR, read_scores, score_stage, stage_folder
+
     from bench.bench_learning import main
 
     cfg = make_config(
@@ -192,10 +194,23 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
     with pytest.raises(ConfigError, match="seed"):
         main([*argv[:-1], str(tmp_path / "other"), "--reward", "tom", "--seed", "5"])
     # A cached evaluation of another size is refused, not passed off as the one asked for.
-    with pytest.raises(ValueError, match="max_scenarios 2, not 1"):
+    with pytest.raises(ValueError, match="max_scenarios 2 -> 1"):
         main([*argv[:-1], str(tmp_path / "other"), "--reward", "tom", "--eval-games", "1"])
-    with pytest.raises(ValueError, match="split 'validation', not 'test'"):
+    with pytest.raises(ValueError, match='split "validation" -> "test"'):
         main([*argv[:-1], str(tmp_path / "other"), "--reward", "tom", "eval_split=test"])
+    # So is one played under other game rules or against other attackers, which the stage's
+    # folder name does not show; the same settings read the games back without replaying them.
+    naive = tmp_path / "ws" / stage_folder("naive_liar", cfg, 2)
+    played_at = (naive / "games.jsonl").stat().st_mtime_ns
+    longer = {**cfg.env_config, "max_attacker_turns": 3}
+    for other, shown in (
+        (cfg.model_copy(update={"env_config": longer}), "env_config.max_attacker_turns"),
+        (cfg.model_copy(update={"eval_attackers": ["bluffing"]}), "attackers"),
+    ):
+        with pytest.raises(ValueError, match=f"{shown} .* -> "):
+            score_stage(NAIVE_LIAR, other, 2, naive, episodes=2)
+    again = score_stage(NAIVE_LIAR, cfg, 2, naive, episodes=2)
+    assert again == read_scores(naive) and (naive / "games.jsonl").stat().st_mtime_ns == played_at
 
 
 def test_bench_replicates_pools_each_seeds_grpo_run_from_one_warm_start(
