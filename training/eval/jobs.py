@@ -198,20 +198,21 @@ def _tomsb_scenarios(
 
 def tomsb_eval_config(
     defender_spec: str,
-    attackers: Sequence[str] = ATTACKER_VARIANTS,
-    split: str = "test",
-    episodes_per_scenario: int = 2,
-    seeds: int = 3,
+    attackers: Sequence[str],
+    split: str,
+    episodes_per_scenario: int,
+    seeds: int,
     *,
-    max_scenarios: int | None = None,
+    max_scenarios: int | None,
+    env_config: Mapping[str, Any] | None,
+    prior_levels: Sequence[int] | None,
     benchmark_seed: int = 0,
-    env_config: Mapping[str, Any] | None = None,
     scenarios_file: str | Path | None = None,
-    prior_levels: Sequence[int] | None = None,
 ) -> dict[str, Any]:
-    """The config `evaluate_tomsb` with these settings stores in its folder (config.yaml): what a
-    resume is checked against, and what a reader reusing a finished evaluation compares with
-    `RunFolder.differences` (the settings that decide which games are played, and how)."""
+    """The config `evaluate_tomsb` with these settings (its arguments, defaults there) stores in
+    its folder's config.yaml: what a resume is checked against, and what a reader reusing a
+    finished evaluation compares with `RunFolder.differences` (the settings that decide which
+    games are played, and how)."""
     config: dict[str, Any] = {
         "kind": "eval_tomsb",
         "env_id": TOMSB_ENV,
