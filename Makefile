@@ -50,7 +50,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 bench: setup
-	$(BIN)/python bench/bench_envs.py
+	$(BIN)/python -m bench.bench_envs
 
 clean:
 	rm -rf $(VENV) $(LLAMACPP_VENV) build *.egg-info .pytest_cache .ruff_cache

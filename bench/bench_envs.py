@@ -21,6 +21,8 @@ import numpy as np
 from tomgym.envs import decrypto_v0
 from tomgym.envs.decrypto import game as rules
 
+from bench.machine import describe_machine
+
 CODES = [f'ANSWER: {{"guess": "{a}-{b}-{c}"}}' for a, b, c in rules.ALL_CODES]
 HINTS = [
     'ANSWER: {"hints": ["sun", "boat", "piano"]}',
@@ -88,13 +90,14 @@ def tomsb_episodes(offset: int, games: int) -> int:
     return games
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     g, r = args.games, args.repeats
     result = {
+        "machine": describe_machine(),
         "games_per_batch": g,
         "repeats": r,
         "decrypto_rules_games_per_s": _timed(lambda o: rules_games(o, g), g, r),
@@ -105,11 +108,8 @@ def main() -> None:
         "decrypto_parallel_games_per_s": _timed(lambda o: parallel_games(o, g), g, r),
         "tomsb_scripted_episodes_per_s": _timed(lambda o: tomsb_episodes(o, g // 5), g // 5, r),
     }
-    print(
-        json.dumps(
-            {k: round(v, 1) if isinstance(v, float) else v for k, v in result.items()}, indent=2
-        )
-    )
+    # One line, so that the last line of stdout parses as the result.
+    print(json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in result.items()}))
 
 
 if __name__ == "__main__":

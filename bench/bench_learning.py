@@ -113,9 +113,12 @@ def learning_report(args: argparse.Namespace, grpo_seed: int | None, out: Path) 
     `out` (also written to OUT/bench_learning.json)."""
     from tomgym.training.rl.learning import run_learning
 
+    from bench.machine import describe_machine
+
     out.mkdir(parents=True, exist_ok=True)
     cfg = load_config(args)
     report = {
+        "machine": describe_machine(),
         "model": cfg.model,
         **run_learning(
             cfg,

@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     first = reports[args.grpo_seeds[0]]
     report: dict[str, Any] = {
+        "machine": first["machine"],
         "reward": args.reward,
         "grpo_seeds": list(args.grpo_seeds),
         "constrain_beliefs": cfg.constrain_beliefs,

@@ -235,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     from tomgym.agents.llm import LLMPolicy, make_llm_policy
     from tomgym.agents.llm.backends.hf import HFBackend
 
+    from bench.machine import describe_machine
+
+    machine = describe_machine()  # before any model loads: the idle machine's speed
+
     overrides: dict[str, Any] = {
         "max_new_tokens": args.max_new_tokens,
         "temperature": 0.0,
@@ -318,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     report = {
+        "machine": machine,
         "config": {
             "model": args.model,
             "backend": cached.backend.describe(),

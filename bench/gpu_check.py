@@ -159,7 +159,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    report: dict[str, Any] = {"device": torch.cuda.get_device_name(0)}
+    from bench.machine import describe_machine
+
+    report: dict[str, Any] = {
+        "device": torch.cuda.get_device_name(0),
+        "machine": describe_machine(),
+    }
     with tempfile.TemporaryDirectory(prefix="tomgym-gpu-check.") as tmp:
         work = Path(tmp)
         model_dir, report["model_params"] = build_random_model(work)

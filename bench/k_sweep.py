@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     elapsed = time.perf_counter() - start
     if args.json:
-        print(json.dumps({"rows": rows, "seconds": round(elapsed, 1)}, indent=2))
+        print(json.dumps({"rows": rows, "seconds": round(elapsed, 1)}))  # one line: the last parses
     else:
         print(markdown_table(rows))
         print(f"\n{args.seeds} seeds x {args.games} games per K, {elapsed:.1f} s")

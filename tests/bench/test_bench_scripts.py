@@ -18,6 +18,7 @@ SCRIPTS = [
     "bench.bench_rollout",
     "bench.gpu_check",
     "bench.k_sweep",
+    "bench.machine",
     "bench.prompt_tokens",
     "bench.tomsb_matrix",
     "tools.build_hint_vocab",
@@ -29,6 +30,31 @@ SCRIPTS = [
 def test_script_imports_and_has_an_entry_point(module: str) -> None:
     loaded = importlib.import_module(module)
     assert callable(getattr(loaded, "main", None)), f"{module} has no main()"
+
+
+def test_machine_is_measured_without_changing_torchs_threads() -> None:
+    torch = pytest.importorskip("torch")
+    from bench.machine import describe_machine
+
+    before = torch.get_num_threads()
+    info = describe_machine()
+    assert torch.get_num_threads() == before
+    assert info["logical_cpus"] >= 1 and info["cpu_capability"] and info["cpu"]
+    for key in ("fp32_gemm_gflops_1_thread", "fp32_gemm_gflops_all_threads"):
+        assert info[key] > 0, key
+    assert info["memory_copy_gb_per_s"] > 0
+    assert "fp32_gemm_gflops_1_thread" not in describe_machine(measure=False)
+
+
+def test_bench_envs_prints_its_result_with_the_machine_on_one_last_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bench.bench_envs import main
+
+    main(["--games", "10", "--repeats", "1"])
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["tomsb_scripted_episodes_per_s"] > 0
+    assert result["machine"]["fp32_gemm_gflops_1_thread"] > 0
 
 
 def test_tomsb_matrix_runs_through_the_env(capsys: pytest.CaptureFixture[str]) -> None:

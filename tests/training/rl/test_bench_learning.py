@@ -127,6 +127,7 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
     assert main([*argv, *sampled, "--reward", "fooling"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     stages = {"base", "warmstart", "grpo", "naive_liar"}
+    assert report["machine"]["fp32_gemm_gflops_1_thread"] > 0  # the conditions it ran under
     assert set(report["fooled_rate"]) == set(report["tom_accuracy"]) == stages
     assert all(0.0 <= v <= 1.0 for v in report["fooled_rate"].values())
     # Every scored game of every stage has one loss reason ("fooled" for the won ones).
@@ -244,6 +245,8 @@ def test_bench_replicates_pools_each_seeds_grpo_run_from_one_warm_start(
     each = [report["by_seed"][s]["grpo_minus_warmstart_fooled"]["mean"] for s in ("3", "4")]
     assert pooled["mean"] == pytest.approx(sum(each) / 2)
     assert (out / "bench_replicates.json").is_file()
+    first = json.loads((out / "seed_3" / "bench_learning.json").read_text())
+    assert report["machine"] == first["machine"]  # measured once, before any stage ran
     # A rerun trains nothing again: every replicate's stages are read back.
     trained = (out / "seed_3" / "grpo" / "train_config.json").stat().st_mtime_ns
     assert main(argv) == 0
