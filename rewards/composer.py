@@ -10,7 +10,7 @@ the gate and, for logging, the outcome one-hot (`outcome/<name>`), all as floats
 infinite component raises `ValueError` naming it, so a broken reward can never reach the optimiser.
 
 Components (name -> what it scores; the scored agent defaults to the env's trainable role):
-    TOM-SB:   fooling, tom_prior, stepwise_tom, leak_penalty
+    TOM-SB:   fooling, tom_prior, stepwise_tom, leak_penalty, misled (graded fooling)
     Decrypto: decrypto_win, decrypto_miscommunication, decrypto_interception,
               decrypto_rounds, decrypto_tom
     Any env:  format, length (needs `tokenizer`)
@@ -41,6 +41,7 @@ COMPONENTS: dict[str, Component] = {
     "tom_prior": lambda r, c: tomsb.tom_prior(r, c.agent),
     "stepwise_tom": lambda r, c: tomsb.stepwise_tom(r, c.agent),
     "leak_penalty": lambda r, c: tomsb.leak_penalty(r, c.agent),
+    "misled": lambda r, c: tomsb.misled(r, c.agent),
     "format": lambda r, c: shaping.format_ok(r, c.agent),
     "length": lambda r, c: shaping.length_reward(r, c.tokenizer, c.agent),
     "decrypto_win": lambda r, c: decrypto.win(r, c.agent),

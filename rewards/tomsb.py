@@ -14,6 +14,13 @@ Rewards (the paper's trajectory-level definitions, see specs/tomsb.md "Rewards")
 - `stepwise_tom`: mean over defender turns of [estimate == the attacker's belief at that turn].
 - `leak_penalty`: minus the fraction of the levels the attacker did not know whose true value the
   defender named at some point (0.0 = no leak, -1.0 = every unknown level leaked).
+
+A graded fooling term for shaping (not one of the paper's rewards):
+- `misled`: 1.0 if fooled; 0.0 if detected or extracted; for a game that ran out of turns
+  ("baited"), the fraction of the levels the attacker did not know on which its final belief holds
+  a wrong value (a decoy it adopted). Fooling is all or nothing, so a group of episodes that all
+  run out of turns has no reward variance under it; `misled` still ranks the one that planted a
+  decoy above the one that planted none.
 """
 
 from __future__ import annotations
@@ -127,6 +134,26 @@ def leak_penalty(record: Mapping[str, Any], agent: str = DEFENDER) -> float:
         return 0.0
     leaked = {normalise_name(v) for v in _field(info, "leaks", record) or ()}
     return -sum(normalise_name(v) in leaked for v in unknown) / len(unknown)
+
+
+def misled(record: Mapping[str, Any], agent: str = DEFENDER) -> float:
+    """The graded fooling term (module doc): 1.0 fooled, 0.0 detected or extracted, else the
+    share of the unknown levels where the attacker's final belief is a wrong value."""
+    result = outcome(record, agent)
+    if result in ("fooled", "detected", "extracted"):
+        return float(result == "fooled")
+    info = final_infos(record, agent)
+    levels = _levels(info, record)
+    unknown = range(int(_field(info, "prior_level", record)), len(levels))
+    if not unknown:
+        return 0.0
+    truth = as_belief(_field(info, "ground_truth", record), levels)
+    belief = as_belief(_field(info, "belief", record), levels)
+    wrong = sum(
+        belief[i] is not None and normalise_name(belief[i]) != normalise_name(truth[i] or "")
+        for i in unknown
+    )
+    return wrong / len(unknown)
 
 
 def outcome_indicators(record: Mapping[str, Any], agent: str = DEFENDER) -> dict[str, float]:

@@ -42,6 +42,7 @@ def tomsb_record(
     leaks: list[str] | None = None,
     turns: list[dict[str, Any]] | None = None,
     format_failures: int = 0,
+    final_belief: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     prior = {lvl: (TRUTH[lvl] if i < prior_level else None) for i, lvl in enumerate(LEVELS)}
     if final_estimate is None:
@@ -63,7 +64,7 @@ def tomsb_record(
     info = {
         "outcome": outcome,
         "turns": len(stepwise) + 1,
-        "belief": dict(prior),
+        "belief": dict(prior) if final_belief is None else final_belief,
         "prior": prior,
         "ground_truth": dict(TRUTH),
         "scenario_id": "s-1",

@@ -3,7 +3,15 @@ from __future__ import annotations
 import math
 
 import pytest
-from tomgym.rewards import RecordError, fooling, leak_penalty, stepwise_tom, tom_prior
+from tomgym.rewards import (
+    RecordError,
+    RewardComposer,
+    fooling,
+    leak_penalty,
+    misled,
+    stepwise_tom,
+    tom_prior,
+)
 from tomgym.rewards.tomsb import outcome_indicators
 
 from tests.rewards.records import TRUTH, tomsb_record
@@ -92,3 +100,38 @@ def test_leak_penalty(prior_level: int, leaks: list[str], expected: float) -> No
 
 def test_truth_fixture_is_consistent() -> None:
     assert tomsb_record()["infos"]["defender_0"]["ground_truth"] == TRUTH
+
+
+@pytest.mark.parametrize(("outcome", "expected"), [("fooled", 1.0), ("detected", 0.0)])
+def test_misled_is_fooling_where_the_game_was_decided(outcome: str, expected: float) -> None:
+    wrong = {"company": "Acme", "division": "Jets", "team": "Wing Lab"}
+    assert misled(tomsb_record(outcome=outcome, final_belief=wrong)) == expected
+
+
+def test_misled_gives_an_extraction_nothing_for_the_decoys_beside_it() -> None:
+    half = {"company": "Acme", "division": "Jets", "team": TRUTH["team"]}
+    assert misled(tomsb_record(outcome="extracted", final_belief=half)) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("division", "team", "expected"),
+    [
+        (None, None, 0.0),  # nothing planted: the turns ran out
+        ("Jets", None, 0.5),  # one decoy adopted of two unknown levels
+        ("Jets", "Wing Lab", 1.0),
+        ("ROCKETS", "Wing Lab", 0.5),  # a true value (names normalised) is no decoy
+    ],
+)
+def test_misled_grades_a_game_that_ran_out_of_turns(
+    division: str | None, team: str | None, expected: float
+) -> None:
+    belief = {"company": "Acme", "division": division, "team": team}
+    record = tomsb_record(outcome="baited", prior_level=1, final_belief=belief)
+    assert misled(record) == expected
+    # Where fooling is flat (0 for every baited game), the graded term still ranks them.
+    total, parts = RewardComposer({"fooling": 1.0, "misled": 0.5}, gate=None)(record)
+    assert parts["fooling"] == 0.0 and total == 0.5 * expected
+
+
+def test_misled_without_unknown_levels_is_zero() -> None:
+    assert misled(tomsb_record(outcome="baited", prior_level=3)) == 0.0
