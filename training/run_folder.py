@@ -177,7 +177,7 @@ class RunFolder:
                 f"--resume refused: {self.path} holds a run of kind {run_kind(old) or 'unknown'}, "
                 f"this one is {run_kind(new) or 'unknown'}"
             )
-        diffs = self.differences(config)
+        diffs = config_diff(old, new)
         if diffs:
             raise RunFolderError(
                 f"--resume refused: {'; '.join(diffs)} (the run in {self.path} was started with "
