@@ -1,9 +1,8 @@
 """The machine a benchmark ran on: every benchmark's JSON carries it as `machine`.
 
-Wall times measured on one CPU say little about another, even at the same core count: this
-project's tables were measured on a 2-core machine where one fp32 thread reached about 100
-GFLOP/s, and a later 2-core machine (AVX2, 20-32 GFLOP/s) took about 105 s for a warm-start SFT
-step that took 23 s there. Training steps and prefill scale with the CPU's fp32 matrix
+Wall times measured on one CPU say little about another, even at the same core count (README,
+"Benchmarks": a 2-core AVX2 machine ran the warm start about 4x slower than the machine the
+README's tables come from). Training steps and prefill scale with the CPU's fp32 matrix
 throughput, a decode step with its memory bandwidth (it reads every weight and cached key), so
 `describe_machine()` measures both, in about a second, beside what the machine says it is:
 
