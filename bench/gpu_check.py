@@ -95,6 +95,10 @@ def check_config(model_dir: str, out_dir: Path, steps: int, backend: str) -> dic
         config.update(vllm_mode="colocate", vllm_gpu_memory_utilization=0.3)
     else:
         config["debug_check_tokens"] = True  # re-score every episode: token/log-prob agreement
+        # Random weights only lose, so every group would be flat (zero advantage, no gradient):
+        # one scripted member per group gives each group reward variance, and the backward pass
+        # runs on a real loss.
+        config["teacher_episodes_per_group"] = 1
     return config
 
 
@@ -117,6 +121,11 @@ def run_backend(model_dir: str, work: Path, steps: int, backend: str) -> dict[st
     sampled = sum(h.get("rollout/sampled_tokens_per_episode", 0.0) for h in logs) * batch
     result: dict[str, Any] = {
         "steps": steps,
+        "reward_mean": sum(h.get("reward", 0.0) for h in logs) / len(logs) if logs else None,
+        "frac_reward_zero_std_max": max(
+            (h.get("frac_reward_zero_std", 0.0) for h in logs), default=None
+        ),
+        "grad_norm_max": max((h.get("grad_norm", 0.0) for h in logs), default=None),
         "episodes": batch * steps,
         "step_time_s": wall / steps,
         "rollout_s_per_step": sum(h.get("time/rollout_s", 0.0) for h in logs) / steps,

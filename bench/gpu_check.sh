@@ -6,4 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TRL_EXPERIMENTAL_SILENCE=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
-exec python -m bench.gpu_check --steps "${1:-3}"
+# GPU images often ship only `python3`.
+PYTHON="$(command -v python || command -v python3)"
+exec "$PYTHON" -m bench.gpu_check --steps "${1:-3}"

@@ -70,7 +70,10 @@ def test_tomsb_matrix_runs_through_the_env(capsys: pytest.CaptureFixture[str]) -
 
 @pytest.mark.parametrize("backend", ["transformers", "vllm"])
 def test_gpu_check_configs_are_valid_training_configs(tmp_path, backend: str) -> None:
-    """The GPU check runs the same work on both backends; its configs must validate on CPU."""
+    """The GPU check runs the same games on both backends; its configs must validate on CPU.
+
+    Only the transformers run mixes in a scripted group member (non-zero gradient from a random
+    model); vLLM's importance-sampling correction, which that run measures, takes none."""
     pytest.importorskip("pydantic")
     from tomgym.training.rl.train_config import TrainConfig
 
@@ -80,8 +83,11 @@ def test_gpu_check_configs_are_valid_training_configs(tmp_path, backend: str) ->
     cfg = TrainConfig.from_dict(config)
     assert cfg.generation_backend == backend
     same = {
-        k: v for k, v in config.items() if k not in ("generation_backend", "debug_check_tokens")
+        k: v
+        for k, v in config.items()
+        if k not in ("generation_backend", "debug_check_tokens", "teacher_episodes_per_group")
     }
+    assert cfg.teacher_episodes_per_group == (1 if backend == "transformers" else 0)
     other = check_config(
         str(tmp_path), tmp_path / "run", 2, "vllm" if backend != "vllm" else "transformers"
     )
