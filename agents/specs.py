@@ -67,6 +67,7 @@ BACKEND_OPTION_TYPES: dict[str, dict[str, type]] = {
         "kv_cache_max_tokens": int,
         "stop_at_answer": bool,
         "constrain_beliefs": bool,
+        "constrain_replies": bool,
     },
     "vllm": {
         "adapter": str,

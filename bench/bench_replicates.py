@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         "reward": args.reward,
         "grpo_seeds": list(args.grpo_seeds),
         "constrain_beliefs": cfg.constrain_beliefs,
+        "constrain_replies": cfg.constrain_replies,
         "eval_games": first["eval_games"],
         "eval_scenarios": first["eval_scenarios"],
     }

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from tomgym.agents.llm.attention import grouped_attention
+from tomgym.agents.llm.constraints import Excluded
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
@@ -435,6 +436,11 @@ def _constrained(
             continue
         if masked is None:
             masked = logits.clone()
+        if isinstance(allowed, Excluded):
+            masked[row, torch.tensor(allowed, dtype=torch.long, device=logits.device)] = float(
+                "-inf"
+            )
+            continue
         keep = torch.tensor(list(allowed), dtype=torch.long, device=logits.device)
         row_logits = torch.full_like(masked[row], float("-inf"))
         row_logits[keep] = masked[row, keep]

@@ -165,8 +165,9 @@ class RecordingBackend:
     context_window = None
     accepts_conversation_keys = True
 
-    def __init__(self, constrain_beliefs: bool) -> None:
+    def __init__(self, constrain_beliefs: bool, constrain_replies: bool = False) -> None:
         self.constrain_beliefs = constrain_beliefs
+        self.constrain_replies = constrain_replies
         self.calls: list[dict[str, Any]] = []
 
     def generate(self, chats: Sequence[Any], **kwargs: Any) -> list[str]:
@@ -180,13 +181,16 @@ class RecordingBackend:
         pass
 
 
-@pytest.mark.parametrize("on", [True, False])
-def test_the_policy_passes_each_turns_names_to_a_constraining_backend(on: bool) -> None:
+@pytest.mark.parametrize(("beliefs", "replies"), [(True, False), (False, True), (False, False)])
+def test_the_policy_passes_each_turns_names_to_a_constraining_backend(
+    beliefs: bool, replies: bool
+) -> None:
     from tomgym.agents.base import Turn
     from tomgym.agents.llm.policy import LLMPolicy
 
+    on = beliefs or replies
     observation = _tomsb_defender_observation()
-    backend = RecordingBackend(constrain_beliefs=on)
+    backend = RecordingBackend(constrain_beliefs=beliefs, constrain_replies=replies)
     policy = LLMPolicy(backend, name="p", temperature=0.0)  # type: ignore[arg-type]
     other = {"system": "s", "message": "a Decrypto clue"}
     policy.act_batch([Turn("g1", "defender", observation), Turn("g2", "encoder", other)])
@@ -201,10 +205,15 @@ def test_the_spec_option_turns_the_constraint_on(loaded) -> None:
     from tomgym.agents.llm.backends.hf import HFBackend
     from tomgym.agents.specs import parse_spec
 
-    assert parse_spec("hf:default,constrain_beliefs=true").typed_options() == {
-        "constrain_beliefs": True
+    assert parse_spec(
+        "hf:default,constrain_beliefs=true,constrain_replies=true"
+    ).typed_options() == {
+        "constrain_beliefs": True,
+        "constrain_replies": True,
     }
     model, tokenizer = loaded
-    backend = HFBackend.from_model(model, tokenizer, constrain_beliefs=True)
+    backend = HFBackend.from_model(model, tokenizer, constrain_beliefs=True, constrain_replies=True)
     assert backend.describe()["constrain_beliefs"] is True
-    assert HFBackend.from_model(model, tokenizer).constrain_beliefs is False
+    assert backend.describe()["constrain_replies"] is True
+    plain = HFBackend.from_model(model, tokenizer)
+    assert plain.constrain_beliefs is False and plain.constrain_replies is False

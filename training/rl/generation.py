@@ -18,7 +18,8 @@ play, evaluation and training sample one way:
   `finish_reason="repetition"`, and the trained policy treats it as a capped turn.
 - `constrain_beliefs`: the generate function declares it, and the trained policy passes each
   context's TOM-SB names per level as `belief_names=` (None for other games): belief values stay
-  inside the universe's names of their level (`agents.llm.constraints`).
+  inside the universe's names of their level (`agents.llm.constraints`). `constrain_replies`
+  likewise keeps the names written in the reply spelled exactly (`ReplyNameConstraint`).
 - Log-probs are those of the distribution the tokens were drawn from when `top_p == 1` and
   `top_k == 0`: `log_softmax(logits / temperature)` (greedy: temperature 1), which is what the
   GRPO trainer re-scores.
@@ -79,6 +80,7 @@ class HFGenerateFn:
         stop_at_answer: bool = False,
         repetition_guard: bool = False,
         constrain_beliefs: bool = False,
+        constrain_replies: bool = False,
     ) -> None:
         from tomgym.agents.llm.kv_cache import CachedGenerator
         from tomgym.agents.llm.stopping import answer_stop
@@ -92,6 +94,7 @@ class HFGenerateFn:
         self.stop_when = answer_stop(tokenizer) if stop_at_answer else None
         self.repetition_guard = bool(repetition_guard)
         self.constrain_beliefs = bool(constrain_beliefs)
+        self.constrain_replies = bool(constrain_replies)
         self.tokenizer = tokenizer
         self.engine = CachedGenerator(
             model,
@@ -110,9 +113,14 @@ class HFGenerateFn:
     ) -> list[Sampled]:
         constraints = None
         if belief_names is not None:
-            from tomgym.agents.llm.constraints import belief_constraints
+            from tomgym.agents.llm.constraints import name_constraints
 
-            constraints = belief_constraints(self.tokenizer, belief_names)
+            constraints = name_constraints(
+                self.tokenizer,
+                belief_names,
+                beliefs=self.constrain_beliefs,
+                replies=self.constrain_replies,
+            )
         completions = self.engine.generate(
             contexts,
             keys,

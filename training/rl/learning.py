@@ -18,7 +18,8 @@ game, so every stage goes through the project's own commands and is scored on id
   trainer's turn budget and greedy decoding (or sampling at `temperature`), so anyone can
   evaluate it elsewhere.
 - `stage_folder(stage, cfg, episodes, temperature)`: the folder name of a stage's evaluation,
-  one per episode count, temperature and (for the model stages) belief constraint.
+  one per episode count, temperature and (for the model stages) belief and reply-name
+  constraints.
 - `paired_difference(after, before, clusters)`: mean per-game difference, the games that went
   up and down, and a 95% paired bootstrap CI that resamples scenarios when a scenario is played
   by several attacker seeds.
@@ -192,13 +193,15 @@ def stage_spec(
     model: str, cfg: TrainConfig, adapter: str | None = None, temperature: float = 0
 ) -> str:
     """The policy spec that loads a stage's model with the trainer's turn budget, greedily
-    (`temperature` 0) or sampling at `temperature`, with the config's belief constraint."""
+    (`temperature` 0) or sampling at `temperature`, with the config's name constraints."""
     head = "default" if model == "default" else f"hf:{model}"
     options: dict[str, Any] = {"temperature": temperature, "max_new_tokens": cfg.max_turn_tokens}
     if adapter is not None:
         options["adapter"] = adapter
     if cfg.constrain_beliefs:
         options["constrain_beliefs"] = "true"
+    if cfg.constrain_replies:
+        options["constrain_replies"] = "true"
     return head + "".join(f",{key}={value}" for key, value in options.items())
 
 
@@ -296,21 +299,32 @@ def _same_policy(stored: Any, wanted: str) -> bool:
 
 
 def eval_folder(
-    stage: str, episodes: int, temperature: float = 0, constrained: bool = False
+    stage: str,
+    episodes: int,
+    temperature: float = 0,
+    constrained: bool = False,
+    names: bool = False,
 ) -> str:
-    """The folder name of a stage's evaluation (one per episode count, temperature and belief
-    constraint, so none is mixed)."""
-    tail = "_constrained" if constrained else ""
+    """The folder name of a stage's evaluation (one per episode count, temperature, belief
+    constraint and reply-name constraint, so none is mixed)."""
+    tail = ("_constrained" if constrained else "") + ("_names" if names else "")
     if temperature:
         return f"eval_{stage}_t{temperature:g}_{episodes}ep{tail}"
     return (f"eval_{stage}" if episodes == 1 else f"eval_{stage}_{episodes}ep") + tail
 
 
 def stage_folder(stage: str, cfg: TrainConfig, episodes: int, temperature: float = 0) -> str:
-    """`eval_folder` of `stage` under `cfg`: the model stages carry the config's belief
-    constraint; the scripted naive liar writes its answers itself, so none applies to it."""
-    constrained = cfg.constrain_beliefs and stage != "naive_liar"
-    return eval_folder(stage, episodes, temperature, constrained)
+    """`eval_folder` of `stage` under `cfg`: the model stages carry the config's belief and
+    reply-name constraints; the scripted naive liar writes its answers itself, so neither
+    applies to it."""
+    model = stage != "naive_liar"
+    return eval_folder(
+        stage,
+        episodes,
+        temperature,
+        cfg.constrain_beliefs and model,
+        cfg.constrain_replies and model,
+    )
 
 
 STEP_METRICS = {
@@ -469,6 +483,7 @@ def run_learning(
         "reward_weights": run["config"]["reward_weights"],
         "grpo_seed": run["config"].get("seed"),
         "constrain_beliefs": cfg.constrain_beliefs,
+        "constrain_replies": cfg.constrain_replies,
         "eval_games": len(scores["grpo"]["fooling"]),
         "eval_scenarios": len(set(scores["grpo"][SCENARIO].values())),
         **stage_rates({name: scores[name] for name in STAGES}),

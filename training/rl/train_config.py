@@ -281,6 +281,15 @@ class TrainConfig(BaseModel):
         "and in the learning benchmark's evaluations (policy option constrain_beliefs=true). "
         "Transformers rollouts only.",
     )
+    constrain_replies: bool = _f(
+        False,
+        "Constrained decoding of the names in a TOM-SB reply: a reply word that has become the "
+        "first 4+ characters of a universe name (capitalised, not a sentence word) must finish "
+        "as that name, and word starts that would share 4 characters with a name and then miss "
+        "it are banned (agents.llm.constraints.ReplyNameConstraint), in rollouts and in the "
+        "learning benchmark's evaluations (policy option constrain_replies=true). Transformers "
+        "rollouts only.",
+    )
     generation_backend: GenerationBackend = _f(
         "transformers",
         "Engine of the trained policy's rollouts: 'transformers' (the training model itself, "
@@ -388,10 +397,10 @@ class TrainConfig(BaseModel):
                 "teacher_episodes_per_group with vllm_importance_sampling_correction: the teacher's "
                 "turns have no sampling log-probs to correct with; set the correction false"
             )
-        if self.generation_backend == "vllm" and self.constrain_beliefs:
+        if self.generation_backend == "vllm" and (self.constrain_beliefs or self.constrain_replies):
             raise ValueError(
-                "constrain_beliefs needs generation_backend 'transformers' (the vLLM rollouts "
-                "take no per-token constraint)"
+                "constrain_beliefs and constrain_replies need generation_backend 'transformers' "
+                "(the vLLM rollouts take no per-token constraint)"
             )
         return self
 

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tomgym.agents.base import BasePolicy, Turn
-from tomgym.agents.llm.constraints import belief_options
+from tomgym.agents.llm.constraints import belief_options, wants_names
 from tomgym.agents.llm.kv_cache import ContextWindowExceeded
 from tomgym.training.rl.generation import GenerateFn, Sampled
 from tomgym.training.rl.tokens import ChatRenderer, EpisodeTokens
@@ -216,7 +216,7 @@ class TrainablePolicy(BasePolicy):
                 contexts = [jobs[j][3] for j in live]
                 budget = max(jobs[j][4] for j in live)
                 extra: dict[str, Any] = {}
-                if getattr(self.generate, "constrain_beliefs", False):
+                if wants_names(self.generate):
                     extra["belief_names"] = [belief_options(jobs[j][1].observation) for j in live]
                 try:
                     if keyed:

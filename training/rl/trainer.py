@@ -239,6 +239,7 @@ class TrainingSession:
             stop_at_answer=self.cfg.stop_at_answer,
             repetition_guard=self.cfg.repetition_guard,
             constrain_beliefs=self.cfg.constrain_beliefs,
+            constrain_replies=self.cfg.constrain_replies,
         )
 
     def rollout_generate(self, trainer: Any, model: Any) -> Any:

@@ -26,6 +26,8 @@
 - `constrain_beliefs=True` keeps every TOM-SB belief value inside the universe's names of its
   level (`agents.llm.constraints`): `LLMPolicy` passes each turn's names (`belief_names=`,
   read from the observation) to a backend whose `constrain_beliefs` is on. Off by default.
+- `constrain_replies=True` keeps the universe's names that a TOM-SB reply writes spelled exactly
+  (`agents.llm.constraints.ReplyNameConstraint`; the same names are passed). Off by default.
 - A prompt that would need positions past `context_window` (prompt + `max_new_tokens`) raises
   `ContextWindowExceeded` before anything is generated.
 - `generate_ids` returns token ids and per-token log-probs for token-in/token-out training;
@@ -50,7 +52,7 @@ from tomgym.agents.llm.backends import (
     GenerationResult,
     TokenizerChatMixin,
 )
-from tomgym.agents.llm.constraints import belief_constraints
+from tomgym.agents.llm.constraints import name_constraints
 from tomgym.agents.llm.kv_cache import (
     DEFAULT_MAX_CACHED_TOKENS,
     CachedGenerator,
@@ -207,6 +209,7 @@ class HFBackend(TokenizerChatMixin):
         kv_cache_max_tokens: int = DEFAULT_MAX_CACHED_TOKENS,
         stop_at_answer: bool = True,
         constrain_beliefs: bool = False,
+        constrain_replies: bool = False,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -223,6 +226,7 @@ class HFBackend(TokenizerChatMixin):
             kv_cache_max_tokens=kv_cache_max_tokens,
             stop_at_answer=stop_at_answer,
             constrain_beliefs=constrain_beliefs,
+            constrain_replies=constrain_replies,
         )
         self.num_threads = num_threads
         self.checkpoint = resolve_model(model)[0]
@@ -243,6 +247,7 @@ class HFBackend(TokenizerChatMixin):
         kv_cache_max_tokens: int = DEFAULT_MAX_CACHED_TOKENS,
         stop_at_answer: bool = True,
         constrain_beliefs: bool = False,
+        constrain_replies: bool = False,
     ) -> HFBackend:
         """Wrap an already loaded model (e.g. the trainer's policy) without copying it.
 
@@ -260,6 +265,7 @@ class HFBackend(TokenizerChatMixin):
             kv_cache_max_tokens=kv_cache_max_tokens,
             stop_at_answer=stop_at_answer,
             constrain_beliefs=constrain_beliefs,
+            constrain_replies=constrain_replies,
         )
         backend.num_threads = None
         backend.checkpoint = str(getattr(model, "name_or_path", model_name))
@@ -277,6 +283,7 @@ class HFBackend(TokenizerChatMixin):
         kv_cache_max_tokens: int,
         stop_at_answer: bool,
         constrain_beliefs: bool = False,
+        constrain_replies: bool = False,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -293,6 +300,7 @@ class HFBackend(TokenizerChatMixin):
         self.eos_token_ids = sorted(eos_ids)
         self.stop_at_answer = bool(stop_at_answer)
         self.constrain_beliefs = bool(constrain_beliefs)
+        self.constrain_replies = bool(constrain_replies)
         self._answer_stop = answer_stop(tokenizer)
         self.engine = CachedGenerator(
             model,
@@ -367,7 +375,12 @@ class HFBackend(TokenizerChatMixin):
         if belief_names is not None:
             if len(belief_names) != len(prompts):
                 raise ValueError(f"{len(belief_names)} belief_names for {len(prompts)} prompts")
-            constraints = belief_constraints(self.tokenizer, belief_names)
+            constraints = name_constraints(
+                self.tokenizer,
+                belief_names,
+                beliefs=self.constrain_beliefs,
+                replies=self.constrain_replies,
+            )
         start = time.perf_counter()
         stop_when = self._answer_stop if self.stop_at_answer else None
         cuda_devices = [self.device] if self.device.type == "cuda" else []
@@ -437,6 +450,7 @@ class HFBackend(TokenizerChatMixin):
             ),
             "stop_at_answer": self.stop_at_answer,
             "constrain_beliefs": self.constrain_beliefs,
+            "constrain_replies": self.constrain_replies,
         }
 
     def close(self) -> None:

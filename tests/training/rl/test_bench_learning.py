@@ -87,6 +87,11 @@ def test_a_belief_constraint_reaches_every_model_stage_and_its_own_folders() -> 
     assert stage_folder("warmstart", plain, 1) == "eval_warmstart"
     # The scripted naive liar writes its own answers: its games are shared by both settings.
     assert stage_folder("naive_liar", constrained, 1) == "eval_naive_liar"
+    both = TrainConfig.from_dict({"constrain_beliefs": True, "constrain_replies": True})
+    assert stage_spec("runs/m", both).endswith(",constrain_beliefs=true,constrain_replies=true")
+    assert stage_folder("grpo", both, 1) == "eval_grpo_constrained_names"
+    assert eval_folder("grpo", 1, names=True) == "eval_grpo_names"
+    assert stage_folder("naive_liar", both, 1) == "eval_naive_liar"
 
 
 def test_a_learning_run_keeps_the_configs_shaping_terms_beside_its_method() -> None:

@@ -120,7 +120,11 @@ def test_a_constraining_generate_gets_each_contexts_belief_names(renderer: ChatR
     policy.act_batch([tomsb_turn, turn("g", "a Decrypto clue")])
     generate.constrain_beliefs = True  # type: ignore[attr-defined]
     policy.act_batch([tomsb_turn, turn("g", "again")])
-    assert seen == [None, [belief_options(tomsb_turn.observation), None]]
+    generate.constrain_beliefs = False  # type: ignore[attr-defined]
+    generate.constrain_replies = True  # type: ignore[attr-defined]
+    policy.act_batch([tomsb_turn, turn("g", "and again")])
+    names = [belief_options(tomsb_turn.observation), None]
+    assert seen == [None, names, names]
 
 
 class Flaky(BasePolicy):

@@ -58,8 +58,9 @@ def test_overrides_are_yaml_and_bad_input_is_named() -> None:
         TrainConfig.from_dict({"lora_dropout": 0.1})
     with pytest.raises(ConfigError, match=r"reward_weights\['fooling'\]: must be a finite"):
         TrainConfig.from_dict({"reward_weights": {"fooling": float("nan")}})
-    with pytest.raises(ConfigError, match="constrain_beliefs needs generation_backend"):
-        TrainConfig.from_dict({"constrain_beliefs": True, "generation_backend": "vllm"})
+    for key in ("constrain_beliefs", "constrain_replies"):
+        with pytest.raises(ConfigError, match="constrain_replies need generation_backend"):
+            TrainConfig.from_dict({key: True, "generation_backend": "vllm"})
 
 
 def test_overrides_are_parsed_by_field_type() -> None:

@@ -1,0 +1,182 @@
+"""Names in TOM-SB replies spelled exactly (`agents.llm.constraints.ReplyNameConstraint`).
+
+Covers: a name under way continues only into the names it begins (and may stop once one is
+whole), sentence words and short fragments are left alone, tokens that would start a near miss
+("Hills" for "Hillcrest Restaurant") are banned at word starts and only there, nothing outside
+the open reply string is touched, `FirstOf` hands the belief object and the reply to their own
+rules, the engine masks an `Excluded` answer, and the bundled model, sampling hot, finishes a
+name it has begun.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tomgym.agents.llm.constraints import (
+    MIN_NAME_PREFIX,
+    BeliefNameConstraint,
+    Excluded,
+    FirstOf,
+    ReplyNameConstraint,
+    token_table,
+)
+from tomgym.envs.tomsb.parsing import DEFENDER_FIELDS
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+NAMES = [
+    "Castillo Restaurant Group",
+    "Hillcrest Restaurant",
+    "Lakeshore Restaurant",
+    "Tokyo",
+    "Tokyo to Boise",
+    "Tokyo to Tbilisi",
+    "Bellflower 2C",
+    "Bellflower 20A",
+    "Thatcher Row",
+]
+BELIEF, REPLY = DEFENDER_FIELDS[0], DEFENDER_FIELDS[3]
+OPEN = f'{{"{BELIEF}": {{"brand": null}}, "reflection": "Lie.", "{REPLY}": "'
+
+
+def _rule(tokenizer: Any) -> ReplyNameConstraint:
+    return ReplyNameConstraint(token_table(tokenizer), NAMES)
+
+
+def _answer(tokenizer: Any, reply: str) -> Any:
+    return _rule(tokenizer).allowed(tokenizer.encode(OPEN + reply))
+
+
+def _texts(tokenizer: Any, ids: Any) -> list[str]:
+    return [tokenizer.decode([i]) for i in ids]
+
+
+@pytest.mark.parametrize(
+    ("reply", "names"),
+    [
+        ("The location is Hill", ["Hillcrest Restaurant"]),
+        ("It is Hillcrest", ["Hillcrest Restaurant"]),
+        ("The unit is Bellflower", ["Bellflower 2C", "Bellflower 20A"]),
+        ("Yes: Tokyo to", ["Tokyo to Boise", "Tokyo to Tbilisi"]),
+    ],
+)
+def test_a_name_under_way_continues_only_into_the_names_it_begins(
+    loaded, reply: str, names: list[str]
+) -> None:
+    _, tokenizer = loaded
+    allowed = _answer(tokenizer, reply)
+    assert allowed and not isinstance(allowed, Excluded)
+    start = max(reply.rfind(n[:MIN_NAME_PREFIX]) for n in names)
+    fragment = reply[start:]
+    for text in _texts(tokenizer, allowed):
+        written = fragment + text
+        assert any(n.startswith(written) or written.startswith(n) for n in names), text
+        # A token that runs past a name ends the word there.
+        for n in names:
+            if written.startswith(n) and len(written) > len(n):
+                assert not written[len(n)].isalnum(), text
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "That would be Tokyo",  # a whole name: it may end or go on ("Tokyo to ...")
+        "That",  # a sentence word, though "Thatcher Row" begins so
+        "Tok",  # shorter than MIN_NAME_PREFIX
+        "I said Hillcrest Restaurant",  # whole
+        "I said Hillcrest Restaurant, and",  # past it
+    ],
+)
+def test_whole_names_sentence_words_and_short_fragments_are_free(loaded, reply: str) -> None:
+    _, tokenizer = loaded
+    answer = _answer(tokenizer, reply)
+    assert answer is None or isinstance(answer, Excluded)
+
+
+def test_near_miss_word_starts_are_banned_at_word_starts_only(loaded) -> None:
+    _, tokenizer = loaded
+    at_start = _answer(tokenizer, "The location is")
+    assert isinstance(at_start, Excluded)
+    banned = set(_texts(tokenizer, at_start))
+    assert " Hills" in banned  # shares "Hill" with Hillcrest, then leaves every name
+    assert not {" Hill", " The", " That", " Tokyo", " Bell"} & banned  # name starts, sentence words
+    assert all(t.startswith(" ") for t in banned)  # after a letter a bare token continues a word
+    after_space = _answer(tokenizer, "The location is ")
+    assert isinstance(after_space, Excluded)
+    assert set(_texts(tokenizer, after_space)) >= banned  # and a bare one may start a word
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        '{"reflection": "Hill',  # not the reply
+        f'{{"{BELIEF}": {{"location": "Hill',  # the belief object is the other rule's
+        OPEN + 'It is Hillcrest Restaurant." ',  # the reply string is closed
+    ],
+)
+def test_nothing_outside_the_open_reply_is_constrained(loaded, text: str) -> None:
+    _, tokenizer = loaded
+    assert _rule(tokenizer).allowed(tokenizer.encode(text) if text else []) is None
+
+
+def test_first_of_hands_each_part_of_the_answer_to_its_own_rule(loaded) -> None:
+    _, tokenizer = loaded
+    table = token_table(tokenizer)
+    belief = BeliefNameConstraint(table, {"location": ["Hillcrest Restaurant"]})
+    both = FirstOf([belief, ReplyNameConstraint(table, NAMES)])
+    in_belief = tokenizer.encode(f'{{"{BELIEF}": {{"location": "Hill')
+    assert both.allowed(in_belief) == belief.allowed(in_belief)
+    in_reply = tokenizer.encode(OPEN + "It is Hill")
+    assert belief.allowed(in_reply) is None
+    assert both.allowed(in_reply) == _rule(tokenizer).allowed(in_reply)
+
+
+class Ban:
+    """A test constraint that bans fixed tokens."""
+
+    def __init__(self, banned: list[int]) -> None:
+        self.banned = Excluded(banned)
+
+    def allowed(self, completion_ids: list[int]) -> Excluded:
+        return self.banned
+
+
+def test_the_engine_never_picks_an_excluded_token(loaded) -> None:
+    from tomgym.agents.llm.kv_cache import CachedGenerator
+
+    model, tokenizer = loaded
+    engine = CachedGenerator(
+        model, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id,
+        context_window=None, store=None,
+    )  # fmt: skip
+    prompt = tokenizer.encode("Count: one, two, three,")
+    free = engine.generate([prompt], max_new_tokens=1)[0].ids
+    banned = engine.generate([prompt], max_new_tokens=1, constraints=[Ban(free)])[0]
+    assert banned.ids != free
+    assert banned.logprobs[0] <= 0.0
+
+
+def test_the_bundled_model_finishes_a_name_it_has_begun(loaded) -> None:
+    from tomgym.agents.llm.kv_cache import CachedGenerator
+
+    model, tokenizer = loaded
+    engine = CachedGenerator(
+        model, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id,
+        context_window=None, store=None,
+    )  # fmt: skip
+    prompt = tokenizer.encode(OPEN + "The location is Hill")
+    rule = _rule(tokenizer)
+
+    class Continue:
+        def allowed(self, completion_ids: list[int]) -> Any:
+            return rule.allowed(prompt + completion_ids)
+
+    torch.manual_seed(5)
+    outs = engine.generate([prompt] * 4, max_new_tokens=16, temperature=1.5,
+                           constraints=[Continue() for _ in range(4)])  # fmt: skip
+    for out in outs:
+        text = "Hill" + tokenizer.decode(out.ids)
+        assert text.startswith("Hillcrest Restaurant"), text
