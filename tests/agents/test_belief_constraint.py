@@ -21,6 +21,8 @@ from tomgym.agents.llm.constraints import (
 )
 from tomgym.envs.tomsb.parsing import DEFENDER_FIELDS
 
+from tests.agents.engines import uncached_engine
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
@@ -80,21 +82,9 @@ class ForceThen:
         return self.then.allowed(completion_ids) if self.then is not None else None
 
 
-def _engine(model: Any, tokenizer: Any) -> Any:
-    from tomgym.agents.llm.kv_cache import CachedGenerator
-
-    return CachedGenerator(
-        model,
-        eos_token_ids=[tokenizer.eos_token_id],
-        pad_token_id=tokenizer.pad_token_id,
-        context_window=None,
-        store=None,
-    )
-
-
 def test_the_engine_picks_and_scores_within_the_allowed_tokens(loaded) -> None:
     model, tokenizer = loaded
-    engine = _engine(model, tokenizer)
+    engine = uncached_engine(model, tokenizer)
     target = tokenizer.encode(" zebra quantum banana")
     prompt = tokenizer.encode("Say hello.")
     torch.manual_seed(0)
@@ -114,7 +104,7 @@ def test_the_engine_picks_and_scores_within_the_allowed_tokens(loaded) -> None:
 
 def test_the_bundled_model_forced_into_a_belief_value_spells_a_name(loaded) -> None:
     model, tokenizer = loaded
-    engine = _engine(model, tokenizer)
+    engine = uncached_engine(model, tokenizer)
     opening = f'{{"{BELIEF}": {{"team": "'
     forced = tokenizer.encode(opening)
     rule = BeliefNameConstraint(token_table(tokenizer), NAMES)

@@ -23,6 +23,8 @@ from tomgym.agents.llm.constraints import (
 )
 from tomgym.envs.tomsb.parsing import DEFENDER_FIELDS
 
+from tests.agents.engines import uncached_engine
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
@@ -145,13 +147,8 @@ class Ban:
 
 
 def test_the_engine_never_picks_an_excluded_token(loaded) -> None:
-    from tomgym.agents.llm.kv_cache import CachedGenerator
-
     model, tokenizer = loaded
-    engine = CachedGenerator(
-        model, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id,
-        context_window=None, store=None,
-    )  # fmt: skip
+    engine = uncached_engine(model, tokenizer)
     prompt = tokenizer.encode("Count: one, two, three,")
     free = engine.generate([prompt], max_new_tokens=1)[0].ids
     banned = engine.generate([prompt], max_new_tokens=1, constraints=[Ban(free)])[0]
@@ -160,13 +157,8 @@ def test_the_engine_never_picks_an_excluded_token(loaded) -> None:
 
 
 def test_the_bundled_model_finishes_a_name_it_has_begun(loaded) -> None:
-    from tomgym.agents.llm.kv_cache import CachedGenerator
-
     model, tokenizer = loaded
-    engine = CachedGenerator(
-        model, eos_token_ids=[tokenizer.eos_token_id], pad_token_id=tokenizer.pad_token_id,
-        context_window=None, store=None,
-    )  # fmt: skip
+    engine = uncached_engine(model, tokenizer)
     prompt = tokenizer.encode(OPEN + "The location is Hill")
     rule = _rule(tokenizer)
 
