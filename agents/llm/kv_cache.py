@@ -28,8 +28,9 @@ over a batch of token-id prompts, each optionally tagged with a conversation key
   is on and its ids end in a runaway loop (`repeating_tail`: the same 1-4-token pattern 8 times
   in a row, `"repetition"`), or at `max_new_tokens` (`"length"`).
 - Constraints: `constraints[i]` (an `agents.llm.constraints.TokenConstraint`, or None) is asked
-  before each of row i's tokens which ids may come next; every other logit is masked out before
-  the pick, and the log-probs are those of the masked distribution.
+  before each of row i's tokens which ids may come next (or, as an `Excluded`, which may not);
+  every other (every excluded) logit is masked out before the pick, and the log-probs are those
+  of the masked distribution.
 - Context window: a prompt with `len(prompt) + max_new_tokens > context_window` is never fed;
   `generate` raises `ContextWindowExceeded` naming every such row before any work is done, so the
   caller ends those conversations as truncated (reason `"context_window"`) instead of feeding
