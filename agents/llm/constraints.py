@@ -14,8 +14,9 @@ belief constraint).
 
 Contract:
 - `TokenConstraint.allowed(completion_ids)` -> the token ids the next token may be, an
-  `Excluded` of the ids it may not be, or None (unconstrained). The engine (`agents.llm.kv_cache.CachedGenerator.generate(constraints=)`)
-  asks it before every sampled token and masks every other token's logit; greedy decoding takes
+  `Excluded` of the ids it may not be, or None (unconstrained). The engine
+  (`agents.llm.kv_cache.CachedGenerator.generate(constraints=)`) asks it before every sampled
+  token and masks every other (every excluded) token's logit; greedy decoding takes
   the argmax of what is left, sampling draws from the renormalised rest, and the log-probs
   reported are those of that masked distribution.
 - `BeliefNameConstraint` constrains only the inside of a JSON string that is the value of a level
@@ -177,127 +178,15 @@ MIN_NAME_PREFIX = 4
 # Words that open sentences and phrases: a reply word that is (or is still becoming) one of these
 # is never read as the start of a name, so "That would be ..." is not forced into "Thatcher Row".
 SENTENCE_WORDS = frozenset(
-    [
-        "a",
-        "about",
-        "actually",
-        "after",
-        "all",
-        "also",
-        "am",
-        "an",
-        "and",
-        "any",
-        "are",
-        "as",
-        "at",
-        "be",
-        "because",
-        "been",
-        "before",
-        "being",
-        "but",
-        "by",
-        "can",
-        "certainly",
-        "could",
-        "did",
-        "do",
-        "does",
-        "don't",
-        "for",
-        "from",
-        "good",
-        "great",
-        "had",
-        "has",
-        "have",
-        "he",
-        "her",
-        "here",
-        "hers",
-        "him",
-        "his",
-        "honestly",
-        "how",
-        "i",
-        "i'm",
-        "if",
-        "in",
-        "indeed",
-        "is",
-        "it",
-        "it's",
-        "its",
-        "just",
-        "let",
-        "me",
-        "might",
-        "my",
-        "no",
-        "nobody",
-        "none",
-        "not",
-        "nothing",
-        "now",
-        "of",
-        "oh",
-        "ok",
-        "okay",
-        "on",
-        "one",
-        "only",
-        "or",
-        "our",
-        "perhaps",
-        "please",
-        "really",
-        "right",
-        "she",
-        "should",
-        "so",
-        "some",
-        "sorry",
-        "still",
-        "sure",
-        "thank",
-        "thanks",
-        "that",
-        "that's",
-        "the",
-        "their",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "those",
-        "to",
-        "true",
-        "understood",
-        "unfortunately",
-        "us",
-        "very",
-        "was",
-        "we",
-        "well",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "while",
-        "who",
-        "why",
-        "will",
-        "with",
-        "would",
-        "yes",
-        "yet",
-        "you",
-        "your",
-    ]
+    """
+    a about actually after all also am an and any are as at be because been before being but
+    by can certainly could did do does don't for from good great had has have he her here
+    hers him his honestly how i i'm if in indeed is it it's its just let me might my no
+    nobody none not nothing now of oh ok okay on one only or our perhaps please really right
+    she should so some sorry still sure thank thanks that that's the their them then there
+    these they this those to true understood unfortunately us very was we well were what
+    when where which while who why will with would yes yet you your
+    """.split()  # noqa: SIM905 - a word list reads better as text
 )
 
 
