@@ -118,7 +118,7 @@ class TokenTable:
         value's closing quote)."""
         tail_ok = after or (lambda tail: _AFTER_VALUE.fullmatch(tail) is not None)
         allowed: set[int] = set()
-        for first in {r[0] for r in remainders if r}:
+        for first in {r[0] for r in remainders}:
             for token_id, text in self.by_first.get(first, ()):
                 for rest in remainders:
                     if rest.startswith(text) or (
@@ -188,12 +188,18 @@ SENTENCE_WORDS = frozenset(
     when where which while who why will with would yes yet you your
     """.split()  # noqa: SIM905 - a word list reads better as text
 )
+# Every beginning of a sentence word, so a word still being written is checked in one lookup.
+_SENTENCE_PREFIXES = frozenset(w[:end] for w in SENTENCE_WORDS for end in range(1, len(w) + 1))
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char in "'-"
 
 
 def _word_head(fragment: str) -> tuple[str, bool]:
     """The first word of `fragment` and whether it is complete (something follows it)."""
     end = 0
-    while end < len(fragment) and (fragment[end].isalnum() or fragment[end] in "'-"):
+    while end < len(fragment) and _is_word_char(fragment[end]):
         end += 1
     return fragment[:end], end < len(fragment)
 
@@ -201,9 +207,7 @@ def _word_head(fragment: str) -> tuple[str, bool]:
 def _opens_sentence(fragment: str) -> bool:
     head, complete = _word_head(fragment)
     head = head.lower()
-    if complete:
-        return head in SENTENCE_WORDS
-    return any(word.startswith(head) for word in SENTENCE_WORDS)
+    return head in (SENTENCE_WORDS if complete else _SENTENCE_PREFIXES)
 
 
 def _ends_word(tail: str) -> bool:
@@ -253,14 +257,14 @@ class ReplyNameConstraint:
             if "" in remainders:  # a whole name is written; it may end or go on into a longer one
                 return None
             return self.table.continuing(remainders, _ends_word) or None
-        spaced, any_start = _near_misses(self.table, self.names, "")
+        spaced, bare = _near_misses(self.table, self.names, "")
+        banned = set(spaced)  # a space-led token starts a new word anywhere
         if not reply or not reply[-1].isalnum():
-            banned = set(any_start)
-        else:  # a bare token continues the word under way; a space-led one starts a new word
-            banned = set(spaced)
+            banned.update(bare)  # and so does a bare one after a space or punctuation
+        else:  # a bare one continues the word under way
             word = _last_word(reply)
             if word and _starts_word(reply, len(reply) - len(word)):
-                banned.update(_near_misses(self.table, self.names, word)[0])
+                banned.update(_near_misses(self.table, self.names, word)[1])
         return Excluded(sorted(banned)) if banned else None
 
 
@@ -269,12 +273,12 @@ def _starts_word(text: str, start: int) -> bool:
     char = text[start]
     if not (char.isupper() or char.isdigit()):
         return False
-    return start == 0 or not (text[start - 1].isalnum() or text[start - 1] in "'-")
+    return start == 0 or not _is_word_char(text[start - 1])
 
 
 def _last_word(text: str) -> str:
     start = len(text)
-    while start and (text[start - 1].isalnum() or text[start - 1] in "'-"):
+    while start and _is_word_char(text[start - 1]):
         start -= 1
     return text[start:]
 
@@ -296,9 +300,8 @@ def _near_misses(
     """Tokens that, written after `head` (the part of a word already written; "" at a word
     start), complete the first `MIN_NAME_PREFIX` characters of a name and then leave every name.
 
-    For `head` "": (the space-led ones, the space-led and bare ones): after a letter only a
-    space-led token starts a word, after anything else both do. For a non-empty `head`: (the
-    bare ones, the same), the tokens that continue the word."""
+    Returns (the space-led ones, the bare ones); a non-empty `head` is continued by bare tokens
+    only, so its space-led set is empty."""
     stems = {n[:MIN_NAME_PREFIX] for n in names if len(n) >= MIN_NAME_PREFIX and n.startswith(head)}
     spaced: set[int] = set()
     bare: set[int] = set()
@@ -314,9 +317,7 @@ def _near_misses(
                 word = head + (text[1:] if text.startswith(" ") and not head else text)
                 if _misses(word, names):
                     found.add(token_id)
-    if head:
-        return tuple(sorted(bare)), tuple(sorted(bare))
-    return tuple(sorted(spaced)), tuple(sorted(spaced | bare))
+    return tuple(sorted(spaced)), tuple(sorted(bare))
 
 
 class FirstOf:
