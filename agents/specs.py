@@ -66,6 +66,7 @@ BACKEND_OPTION_TYPES: dict[str, dict[str, type]] = {
         "kv_cache": bool,
         "kv_cache_max_tokens": int,
         "stop_at_answer": bool,
+        "constrain_format": bool,
         "constrain_beliefs": bool,
         "constrain_replies": bool,
     },

@@ -45,6 +45,7 @@ PER_SEED = (
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tomgym.agents.llm.constraints import CONSTRAINT_FLAGS
     from tomgym.training.rl.learning import (
         PAIRED,
         pooled_minus,
@@ -83,8 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": first["machine"],
         "reward": args.reward,
         "grpo_seeds": list(args.grpo_seeds),
-        "constrain_beliefs": cfg.constrain_beliefs,
-        "constrain_replies": cfg.constrain_replies,
+        **{flag: getattr(cfg, flag) for flag in CONSTRAINT_FLAGS},
         "eval_games": first["eval_games"],
         "eval_scenarios": first["eval_scenarios"],
     }

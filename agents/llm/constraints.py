@@ -1,5 +1,5 @@
-"""Constrained decoding of TOM-SB names: belief values of the right level and names in the
-reply, spelled exactly.
+"""Constrained decoding of TOM-SB answers: the answer's JSON shape, belief values of the right
+level and names in the reply, spelled exactly.
 
 A small model loses many TOM-SB games on the protocol, not on the game: its belief estimate
 names a value of the wrong level ("a conference named as the league") or a misspelled one, the
@@ -10,7 +10,10 @@ value inside it, the way grammar-constrained decoders (vLLM guided decoding, out
 answer inside a schema. The reply is free text, yet the same small model loses games there on
 spelling: it means a decoy and writes "Hillscrest" for "Hillcrest Restaurant", which the
 attacker cannot read as any value (`no_universe_value`, the commonest loss reason left after the
-belief constraint).
+belief constraint). Sampled (as in training rollouts), it also breaks the JSON itself: 47 of 281
+defender turns of the warm-started model at temperature 0.7 were invalid (a reflection closed
+early and concatenated, `"...: " + Keystone Airlines.`; an unquoted value; a wrong key; a missing
+level), each a fallback refusal; the whole answer has a fixed shape, so decoding can keep it.
 
 Contract:
 - `TokenConstraint.allowed(completion_ids)` -> the token ids the next token may be, an
@@ -37,11 +40,29 @@ Contract:
   after "Ins" when "Inside Sales" is). Which name to say, and whether to say one, stays the
   model's; a name only partly matched by what it writes ("Reykjavik" for "Madrid to
   Reykjavik") or a word that leaves the name within its first 3 characters is not caught.
-- `FirstOf(rules)`: several constraints over disjoint parts of an answer (the belief object,
-  the reply); `name_constraints(tokenizer, options, beliefs=, replies=)` builds one per row.
-- `belief_options(observation)` reads the names per level from a TOM-SB observation's role view
-  (`envs.tomsb.protocol.view_from_observation`); None for any other observation, so a policy
-  with constraints on plays every other game unconstrained.
+- `AnswerFormatConstraint` keeps the whole answer inside its role's template
+  (`answer_template`, written by the protocol's own encoder `answer_defender` /
+  `answer_attacker` with a marker in each slot): one JSON object, the encoder's keys in order
+  with its spacing, each belief value `null` or a name of its level (quoted, exactly), the trust
+  a digit 0-`MAX_TRUST`, the attacker's signal one of `SIGNALS`, and free text only inside the
+  reflection and reply (prompt) strings, which must start with a visible character (the reply
+  and prompt, `REQUIRED_TEXT_FIELDS`, must hold one) and hold no raw control character or broken
+  escape; once the object closes, the rest is left to the
+  engine (`stop_at_answer` ends the turn there). Inside a string the answer is an `Excluded` of
+  the tokens that would close it onto anything but the next key; at every other point the list
+  of tokens that continue the template. The masks are computed once per automaton state and
+  shared by every turn in the same universe (`AnswerGrammar`, cached per tokenizer). Not
+  expressed: that the named values form one path, or the attacker's "detected means trust 0".
+  A choice whose remaining text is non-ASCII is left to the model (a UTF-8 character may be
+  split across tokens), and a model that reasons before answering (`<think>`) must leave it off.
+- `AllOf(rules)`: several constraints at once (the format, the reply names): allowed lists
+  intersect and bans add up; `answer_rules(tokenizer, options, formats=, beliefs=, replies=)`
+  builds one per row, `generator_rules(generator, options)` from a backend's or generate
+  function's switches (`CONSTRAINT_FLAGS`), `constrains_answers(generator)` says whether any
+  is on.
+- `answer_options(observation)` reads the acting role (`envs.tomsb.protocol.ROLE_CODES`) and the
+  names per level from a TOM-SB observation; None for any other observation, so a policy with
+  constraints on plays every other game unconstrained.
 - `TokenTable(tokenizer)` is the decoded vocabulary, built once per tokenizer (cached).
 
 The trainer re-scores sampled tokens with the unmasked model (TRL's log-probs); with Dr. GRPO's
@@ -51,15 +72,24 @@ token/log-prob debug check, which then differs on constrained tokens.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from typing import Any, Protocol
 from weakref import WeakKeyDictionary
 
-from tomgym.envs.tomsb.parsing import ATTACKER_FIELDS, DEFENDER_FIELDS
-from tomgym.envs.tomsb.protocol import view_from_observation
+from tomgym.envs.tomsb.game import MAX_TRUST, SIGNALS
+from tomgym.envs.tomsb.parsing import (
+    ATTACKER_FIELDS,
+    DEFENDER_FIELDS,
+    REQUIRED_TEXT_FIELDS,
+    answer_attacker,
+    answer_defender,
+)
+from tomgym.envs.tomsb.protocol import role_from_observation, view_from_observation
 from tomgym.envs.tomsb.universe import Universe, UniverseError, normalise_name
 
 BELIEF_FIELDS = (DEFENDER_FIELDS[0], ATTACKER_FIELDS[1])
@@ -98,6 +128,7 @@ class TokenTable:
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         special = set(getattr(tokenizer, "all_special_ids", []) or [])
+        self.special_ids = tuple(sorted(special))
         self.by_first: dict[str, list[tuple[int, str]]] = defaultdict(list)
         for token_id in range(len(tokenizer)):
             if token_id in special:
@@ -108,6 +139,26 @@ class TokenTable:
 
     def decode(self, ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
+
+    @cached_property
+    def structural(self) -> tuple[tuple[int, str], ...]:
+        """Tokens that may end, escape or break a JSON string: a quote, a backslash or a
+        control character anywhere in them."""
+        return tuple(
+            (token_id, text)
+            for tokens in self.by_first.values()
+            for token_id, text in tokens
+            if '"' in text or "\\" in text or any(char < " " for char in text)
+        )
+
+    @cached_property
+    def space_led(self) -> tuple[int, ...]:
+        """Tokens that start with whitespace."""
+        return tuple(
+            sorted(
+                t for first, tokens in self.by_first.items() if first.isspace() for t, _ in tokens
+            )
+        )
 
     def continuing(
         self, remainders: Sequence[str], after: Callable[[str], bool] | None = None
@@ -320,23 +371,61 @@ def _near_misses(
     return tuple(sorted(spaced)), tuple(sorted(bare))
 
 
-class FirstOf:
-    """Several constraints over disjoint parts of an answer: the first that applies decides."""
+class AllOf:
+    """Several constraints at once: a token may come next only if every rule that applies allows
+    it (allowed lists intersect, `Excluded` bans add up). Should the rules leave nothing, the
+    first rule that applies decides alone (the answer format before the names: `answer_rules`)."""
 
     def __init__(self, rules: Sequence[TokenConstraint]) -> None:
         self.rules = list(rules)
 
     def allowed(self, completion_ids: list[int]) -> Sequence[int] | None:
-        for rule in self.rules:
-            answer = rule.allowed(completion_ids)
-            if answer is not None:
-                return answer
-        return None
+        answers = [a for a in (rule.allowed(completion_ids) for rule in self.rules) if a]
+        if len(answers) < 2:
+            return answers[0] if answers else None
+        lists = [set(a) for a in answers if not isinstance(a, Excluded)]
+        banned = {token for a in answers if isinstance(a, Excluded) for token in a}
+        if not lists:
+            return Excluded(sorted(banned))
+        kept = set.intersection(*lists) - banned
+        return sorted(kept) if kept else answers[0]
 
 
-def belief_options(observation: Mapping[str, Any]) -> dict[str, list[str]] | None:
-    """`{level: [every name of that level]}` from a TOM-SB observation's role view; None for an
-    observation of another game (no view, or a view without a valid universe)."""
+# ---- the answer's JSON shape ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JsonString:
+    """A template part: the content of an open JSON string (empty only when not `required`),
+    then its closing quote."""
+
+    required: bool
+
+
+_Part = tuple[str, ...] | JsonString  # a choice among literal texts, or a string's content
+_State = tuple[int, str]  # (part index, progress: the choice text so far, or a string's mode)
+# String modes: nothing written yet (the first character must be visible), some text written,
+# a backslash written (an escape must follow).
+_EMPTY, _TEXT, _ESCAPE = "", "t", "\\"
+_ESCAPES = frozenset('"\\/bfnrt')  # `\uXXXX` is left out: the protocol keeps non-ASCII readable
+
+
+@dataclass(frozen=True)
+class AnswerOptions:
+    """What a TOM-SB turn's answer may say: the acting role (`envs.tomsb.protocol.ROLE_CODES`,
+    None when the observation does not name it) and the universe's names per level, levels top
+    first."""
+
+    role: str | None
+    names: Mapping[str, Sequence[str]] = field(hash=False)
+
+    def key(self) -> tuple[Any, ...]:
+        return (self.role, tuple((level, tuple(n)) for level, n in self.names.items()))
+
+
+def answer_options(observation: Mapping[str, Any]) -> AnswerOptions | None:
+    """The role and names per level of a TOM-SB observation (role view and `role` code); None
+    for an observation of another game (no view, or a view without a valid universe)."""
     if "scenario" not in observation:
         return None
     try:
@@ -344,35 +433,241 @@ def belief_options(observation: Mapping[str, Any]) -> dict[str, list[str]] | Non
         universe = Universe.from_dict(view["universe"], view.get("hierarchy"))
     except (ValueError, KeyError, TypeError, UniverseError):
         return None
-    return {level: list(universe.nodes(depth)) for depth, level in enumerate(universe.levels)}
+    names = {level: list(universe.nodes(depth)) for depth, level in enumerate(universe.levels)}
+    return AnswerOptions(role_from_observation(observation), names)
 
 
-def name_constraints(
+def answer_template(role: str, names: Mapping[str, Sequence[str]]) -> tuple[_Part, ...]:
+    """The protocol answer of `role` as template parts, written by the protocol's own encoder
+    (`answer_defender` / `answer_attacker`) with a marker in every slot: each belief value is a
+    choice of `null` or one of its level's names, the trust a digit 0-`MAX_TRUST`, the signal one
+    of `SIGNALS`, the free texts (reflection, reply or prompt) JSON strings; keys, punctuation and
+    spacing are the encoder's, fixed."""
+    levels = list(names)
+    belief = {level: f"@{depth}@" for depth, level in enumerate(levels)}
+    trust_marker = 918_273_645  # an int written as digits nothing else in the answer holds
+    if role == "defender":
+        text = answer_defender(
+            attacker_belief_about_target=belief,
+            attacker_trust_in_us=trust_marker,
+            reflection="@reflection@",
+            reply="@reply@",
+        )
+    elif role == "attacker":
+        text = answer_attacker(
+            trust_score=trust_marker,
+            belief=belief,
+            reflection="@reflection@",
+            signal="@signal@",
+            prompt="@prompt@",
+        )
+    else:
+        raise ValueError(f"no answer template for role {role!r}")
+    slots: dict[str, _Part] = {
+        str(trust_marker): tuple(str(v) for v in range(MAX_TRUST + 1)),
+        json.dumps("@signal@"): tuple(json.dumps(s) for s in SIGNALS),
+        **{
+            json.dumps(f"@{field}@"): JsonString(field in REQUIRED_TEXT_FIELDS)
+            for field in ("reflection", "reply", "prompt")
+        },
+    }
+    for depth, level in enumerate(levels):
+        quoted = (json.dumps(n, ensure_ascii=False) for n in names[level])
+        slots[json.dumps(f"@{depth}@")] = (json.dumps(None), *dict.fromkeys(quoted))
+    marker = re.compile("|".join(re.escape(m) for m in sorted(slots, key=len, reverse=True)))
+    parts: list[_Part] = []
+    position = 0
+    for match in marker.finditer(text):
+        literal = text[position : match.start()]
+        slot = slots[match.group()]
+        if isinstance(slot, JsonString):
+            literal += '"'  # the opening quote is fixed; the content and its close are not
+        if literal:
+            parts.append((literal,))
+        parts.append(slot)
+        position = match.end()
+    parts.append((text[position:],))
+    for part in parts:
+        if not isinstance(part, JsonString) and any(
+            a != b and b.startswith(a)
+            for a in part
+            for b in part  # type: ignore[union-attr]
+        ):
+            raise ValueError(f"template choice is not prefix-free: {part!r:.200}")
+    return tuple(parts)
+
+
+class AnswerGrammar:
+    """A role's protocol answer over one tokenizer: the character automaton of
+    `answer_template` and, per automaton state, which tokens may come next (computed once per
+    state and kept: every turn of every game in the same universe shares them)."""
+
+    def __init__(self, table: TokenTable, parts: Sequence[_Part]) -> None:
+        self.table = table
+        self.parts = tuple(parts)
+        self.start: _State = (0, "")
+        # every beginning of every choice of each choice part, for one-lookup steps
+        self._beginnings = [
+            None
+            if isinstance(part, JsonString)
+            else {c[:end] for c in part for end in range(1, len(c) + 1)}
+            for part in self.parts
+        ]
+        self._masks: dict[_State, Sequence[int] | None] = {}
+
+    def advance(self, state: _State | None, text: str) -> _State | None:
+        """The state after writing `text` from `state`; None once the text leaves the template
+        (or goes past the object's closing brace)."""
+        if state is None:
+            return None
+        index, progress = state
+        for char in text:
+            if index == len(self.parts):
+                return None
+            part = self.parts[index]
+            if isinstance(part, JsonString):
+                if progress == _ESCAPE:
+                    if char not in _ESCAPES:
+                        return None
+                    progress = _TEXT
+                elif char == '"':
+                    if progress == _EMPTY and part.required:
+                        return None
+                    index, progress = index + 1, ""
+                elif char == "\\":
+                    progress = _ESCAPE
+                elif char < " " or (progress == _EMPTY and char.isspace()):
+                    return None
+                else:
+                    progress = _TEXT
+                continue
+            progress += char
+            if progress not in self._beginnings[index]:  # type: ignore[operator]
+                return None
+            if progress in part:
+                index, progress = index + 1, ""
+        return index, progress
+
+    def mask(self, state: _State) -> Sequence[int] | None:
+        """What may follow `state`: the allowed token ids inside a choice, an `Excluded` of
+        the tokens that would break an open string, None once the object is closed (the rest is
+        the engine's: `stop_at_answer` ends the turn there)."""
+        if state not in self._masks:
+            self._masks[state] = self._compute_mask(state)
+        return self._masks[state]
+
+    def _fits(self, state: _State, text: str) -> bool:
+        after = self.advance(state, text)
+        # a token may not leave a string on a lone backslash: the escape would be the next
+        # token's, and a turn cut there would end on a broken string
+        return after is not None and not (
+            after[0] < len(self.parts)
+            and isinstance(self.parts[after[0]], JsonString)
+            and after[1] == _ESCAPE
+        )
+
+    def _compute_mask(self, state: _State) -> Sequence[int] | None:
+        index, progress = state
+        if index == len(self.parts):
+            return None
+        part = self.parts[index]
+        if isinstance(part, JsonString):
+            if progress == _ESCAPE:
+                return None  # never reached under the mask (`_fits`)
+            banned = {t for t, text in self.table.structural if not self._fits(state, text)}
+            banned.update(self.table.special_ids)
+            if progress == _EMPTY:
+                banned.update(self.table.space_led)
+            return Excluded(sorted(banned))
+        remainders = [choice[len(progress) :] for choice in part if choice.startswith(progress)]  # type: ignore[union-attr]
+        if not all(rest.isascii() for rest in remainders):
+            # a non-ASCII name may be split inside a UTF-8 sequence, which `TokenTable` cannot
+            # spell: leave the choice to the model (the automaton then lets the answer go)
+            return None
+        return self.table.continuing(remainders, lambda tail: self._fits((index + 1, ""), tail))
+
+
+@lru_cache(maxsize=256)
+def _grammar(table: TokenTable, key: tuple[Any, ...]) -> AnswerGrammar:
+    role, levels = key
+    return AnswerGrammar(table, answer_template(role, {level: n for level, n in levels}))
+
+
+def answer_grammar(table: TokenTable, options: AnswerOptions) -> AnswerGrammar:
+    """The (cached) grammar of `options.role`'s answer in `options.names`' universe."""
+    return _grammar(table, options.key())
+
+
+class AnswerFormatConstraint:
+    """The whole answer kept inside its protocol template (`answer_template`): one JSON object,
+    the encoder's keys in order, belief values among their level's names or null, the trust a
+    digit, free text only inside the reflection and reply (prompt) strings. One per row: it
+    follows that row's completion incrementally."""
+
+    def __init__(self, grammar: AnswerGrammar) -> None:
+        self.grammar = grammar
+        self._text = ""
+        self._state: _State | None = grammar.start
+
+    def allowed(self, completion_ids: list[int]) -> Sequence[int] | None:
+        text = self.grammar.table.decode(completion_ids)
+        if text.startswith(self._text):
+            state = self.grammar.advance(self._state, text[len(self._text) :])
+        else:  # a multi-byte character completed: re-read from the start
+            state = self.grammar.advance(self.grammar.start, text)
+        self._text, self._state = text, state
+        return None if state is None else self.grammar.mask(state)
+
+
+# ---- assembly ------------------------------------------------------------------------------
+
+
+def answer_rules(
     tokenizer: Any,
-    options: Sequence[Mapping[str, Sequence[str]] | None],
+    options: Sequence[AnswerOptions | None],
     *,
+    formats: bool = False,
     beliefs: bool = True,
     replies: bool = False,
 ) -> list[TokenConstraint | None]:
-    """One constraint per row (None where a row has no options): belief values
-    (`BeliefNameConstraint`) and/or names in the reply (`ReplyNameConstraint`, over every
-    level's names), each deciding in its own part of the answer."""
+    """One constraint per row (None where a row has no options): the answer's format
+    (`AnswerFormatConstraint`, which keeps belief values among the names by itself), else the
+    belief values alone (`BeliefNameConstraint`), and/or names in the reply
+    (`ReplyNameConstraint`, over every level's names), all applying together (`AllOf`)."""
     table = token_table(tokenizer)
     rows: list[TokenConstraint | None] = []
-    for names in options:
+    for option in options:
         rules: list[TokenConstraint] = []
-        if names and beliefs:
-            rules.append(BeliefNameConstraint(table, names))
-        if names and replies:
-            rules.append(ReplyNameConstraint(table, [n for level in names.values() for n in level]))
-        rows.append(None if not rules else rules[0] if len(rules) == 1 else FirstOf(rules))
+        if option is not None:
+            if formats and option.role is not None:
+                rules.append(AnswerFormatConstraint(answer_grammar(table, option)))
+            elif beliefs:
+                rules.append(BeliefNameConstraint(table, option.names))
+            if replies:
+                every_name = [n for level in option.names.values() for n in level]
+                rules.append(ReplyNameConstraint(table, every_name))
+        rows.append(None if not rules else rules[0] if len(rules) == 1 else AllOf(rules))
     return rows
 
 
-def wants_names(generator: Any) -> bool:
-    """Whether a backend or generate function constrains names (`constrain_beliefs` or
-    `constrain_replies` on), so its caller passes each turn's names (`belief_options`)."""
-    return bool(
-        getattr(generator, "constrain_beliefs", False)
-        or getattr(generator, "constrain_replies", False)
+CONSTRAINT_FLAGS = ("constrain_format", "constrain_beliefs", "constrain_replies")
+"""The switches a backend or generate function carries (each an attribute, default off)."""
+
+
+def constrains_answers(generator: Any) -> bool:
+    """Whether a backend or generate function constrains TOM-SB answers (any of
+    `CONSTRAINT_FLAGS` on), so its caller passes each turn's `answer_options`."""
+    return any(getattr(generator, flag, False) for flag in CONSTRAINT_FLAGS)
+
+
+def generator_rules(
+    generator: Any, options: Sequence[AnswerOptions | None] | None
+) -> list[TokenConstraint | None] | None:
+    """`answer_rules` for `generator`'s tokenizer and switches (`CONSTRAINT_FLAGS`); None when
+    no options were passed."""
+    if options is None:
+        return None
+    formats, beliefs, replies = (bool(getattr(generator, f, False)) for f in CONSTRAINT_FLAGS)
+    return answer_rules(
+        generator.tokenizer, options, formats=formats, beliefs=beliefs, replies=replies
     )

@@ -30,7 +30,8 @@ over a batch of token-id prompts, each optionally tagged with a conversation key
 - Constraints: `constraints[i]` (an `agents.llm.constraints.TokenConstraint`, or None) is asked
   before each of row i's tokens which ids may come next (or, as an `Excluded`, which may not);
   every other (every excluded) logit is masked out before the pick, and the log-probs are those
-  of the masked distribution.
+  of the masked distribution. A token that was the only one allowed is marked in
+  `Completion.forced` (the model made no choice there; the trainer leaves it out of the loss).
 - Context window: a prompt with `len(prompt) + max_new_tokens > context_window` is never fed;
   `generate` raises `ContextWindowExceeded` naming every such row before any work is done, so the
   caller ends those conversations as truncated (reason `"context_window"`) instead of feeding
@@ -260,6 +261,7 @@ class Completion:
     ids: list[int]
     logprobs: list[float] = field(default_factory=list)
     finish_reason: str = "length"  # "eos" | "answer" | "repetition" | "length"
+    forced: list[bool] = field(default_factory=list)  # per id: the only token a constraint allowed
 
 
 class _GrowingLayer(DynamicLayer):
@@ -428,9 +430,11 @@ def _constrained(
     logits: torch.Tensor,
     rules: Sequence[TokenConstraint | None],
     completions: Sequence[list[int]],
-) -> torch.Tensor:
-    """`logits` with every token a row's constraint does not allow set to -inf."""
+) -> tuple[torch.Tensor, set[int]]:
+    """`logits` with every token a row's constraint does not allow set to -inf, and the rows
+    whose constraint allowed a single token."""
     masked = None
+    forced: set[int] = set()
     for row, (rule, ids) in enumerate(zip(rules, completions, strict=True)):
         allowed = rule.allowed(ids) if rule is not None else None
         if not allowed:
@@ -442,11 +446,13 @@ def _constrained(
                 "-inf"
             )
             continue
+        if len(allowed) == 1:
+            forced.add(row)
         keep = torch.tensor(list(allowed), dtype=torch.long, device=logits.device)
         row_logits = torch.full_like(masked[row], float("-inf"))
         row_logits[keep] = masked[row, keep]
         masked[row] = row_logits
-    return logits if masked is None else masked
+    return (logits if masked is None else masked), forced
 
 
 class CachedGenerator:
@@ -686,8 +692,9 @@ class CachedGenerator:
             logits32 = logits.float()
             if len(alive) < len(active):
                 logits32 = logits32[torch.tensor(alive, dtype=torch.long, device=logits32.device)]
+            forced: set[int] = set()
             if any(constraints):
-                logits32 = _constrained(
+                logits32, forced = _constrained(
                     logits32,
                     [constraints[active[pos]] for pos in alive],
                     [completions[active[pos]].ids for pos in alive],
@@ -703,6 +710,7 @@ class CachedGenerator:
                 completion = completions[row]
                 completion.ids.append(token)
                 completion.logprobs.append(float(chosen_lp[j]))
+                completion.forced.append(j in forced)
                 if token in self.eos_token_ids:
                     completion.finish_reason = "eos"
                 elif stop_when is not None and stop_when(completion.ids):

@@ -20,10 +20,11 @@ Contract (agents.base.Policy):
   first exchange goes last. Drops are counted in `stats["context_trims"]`.
 - Sampling is reproducible: every backend call gets a seed derived from `seed` and a per-policy
   call counter.
-- Name constraints: a backend with `constrain_beliefs` or `constrain_replies` on (HF,
-  `constrain_beliefs=true`, `constrain_replies=true`) gets each turn's TOM-SB names per level
-  (`agents.llm.constraints.belief_options`; None for other games) as `belief_names=`, and keeps
-  the answer's belief values inside them, or the names its reply writes spelled exactly.
+- Answer constraints: a backend with `constrain_format`, `constrain_beliefs` or
+  `constrain_replies` on (HF, `constrain_format=true`, ...) gets each turn's TOM-SB role and
+  names per level (`agents.llm.constraints.answer_options`; None for other games) as
+  `answer_options=`, and keeps the answer inside its protocol template, its belief values
+  inside the names, or the names its reply writes spelled exactly.
 - KV-cache reuse: a backend with `accepts_conversation_keys` (the HF backend, `kv_cache=true` by
   default) gets `keys=[(game_id, agent), ...]` (None for stateless turns), so each turn prefills
   only its new tokens; `reset(game_id)` drops that game's cached conversations.
@@ -40,7 +41,7 @@ from typing import Any
 
 from tomgym.agents.base import Turn
 from tomgym.agents.llm.backends import Backend, Chat, Message
-from tomgym.agents.llm.constraints import belief_options, wants_names
+from tomgym.agents.llm.constraints import answer_options, constrains_answers
 from tomgym.agents.specs import (
     POLICY_OPTION_TYPES,
     PolicySpec,
@@ -145,9 +146,9 @@ class LLMPolicy:
                 cache_keys["keys"] = [
                     None if pending[i].stateless else pending[i].key for i in indices
                 ]
-            if wants_names(self.backend):
-                cache_keys["belief_names"] = [
-                    belief_options(pending[i].turn.observation) for i in indices
+            if constrains_answers(self.backend):
+                cache_keys["answer_options"] = [
+                    answer_options(pending[i].turn.observation) for i in indices
                 ]
             texts = self.backend.generate(
                 [pending[i].chat for i in indices],

@@ -26,7 +26,7 @@ system prompt), `message` (only what is new since the agent last answered; empty
 - `last_message`: the other side's last visible message. Only the defender's `reply` ever reaches
   the attacker; the defender sees the attacker's `prompt`.
 - `turn`: the current attacker turn (1-based; the final count once the game is over).
-- `role`: 0 attacker, 1 defender.
+- `role`: the acting role's index in `envs.tomsb.protocol.ROLE_CODES` (0 attacker, 1 defender).
 
 ## Rewards
 Given once, at the end: defender 1.0 if the outcome is "fooled", else 0.0; attacker 1.0 if the
@@ -84,7 +84,12 @@ from tomgym.envs.tomsb.parsing import (
     parse_attacker,
     parse_defender,
 )
-from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS, attacker_view, defender_view
+from tomgym.envs.tomsb.protocol import (
+    ATTACKER_VARIANTS,
+    ROLE_CODES,
+    attacker_view,
+    defender_view,
+)
 from tomgym.envs.tomsb.universe import Scenario
 
 ATTACKER = "attacker_0"
@@ -169,7 +174,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
                 "scenario": FreeText(MAX_SCENARIO_CHARS),
                 "last_message": FreeText(MAX_REPLY_CHARS),
                 "turn": spaces.Discrete(max_attacker_turns + 2),
-                "role": spaces.Discrete(2),
+                "role": spaces.Discrete(len(ROLE_CODES)),
             }
         )
         # One space object per agent, so that seeding one agent's space does not touch the other's.
@@ -384,7 +389,7 @@ class raw_env(AECEnv):  # noqa: N801 - PettingZoo naming convention
             "scenario": self._scenario_json[role],
             "last_message": self._last_visible(role),
             "turn": self._turn(),
-            "role": 0 if role == "attacker" else 1,
+            "role": ROLE_CODES.index(role),
         }
 
     # ---- step -------------------------------------------------------------------------------

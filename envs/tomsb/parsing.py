@@ -30,7 +30,14 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from tomgym.envs.tomsb.game import SIGNAL_DETECTED, SIGNALS, AttackerMove, Belief, DefenderMove
+from tomgym.envs.tomsb.game import (
+    MAX_TRUST,
+    SIGNAL_DETECTED,
+    SIGNALS,
+    AttackerMove,
+    Belief,
+    DefenderMove,
+)
 from tomgym.envs.tomsb.universe import Universe, normalise_name
 
 MAX_ANSWER_CHARS = 20_000  # whole raw answer (reasoning included)
@@ -40,6 +47,7 @@ MAX_DECODE_ATTEMPTS = 32  # candidate '{' positions tried before giving up
 MAX_TOP_LEVEL_OBJECTS = 256  # objects collected when locating markers outside JSON
 
 ATTACKER_FIELDS = ("trust_score", "belief", "reflection", "signal", "prompt")
+REQUIRED_TEXT_FIELDS = ("prompt", "reply")  # the visible messages; a reflection may be empty
 DEFENDER_FIELDS = ("attacker_belief_about_target", "attacker_trust_in_us", "reflection", "reply")
 _NULL_WORDS = frozenset({"", "null", "none", "unknown", "n/a", "na", "?"})
 _PY_LITERALS = re.compile(r"\b(null|true|false)\b")
@@ -169,7 +177,7 @@ def _require_fields(obj: Mapping[str, Any], fields: tuple[str, ...]) -> None:
         raise AnswerError(f"missing field(s) {missing}; required: {list(fields)}")
 
 
-def _int_in_range(value: Any, name: str, low: int = 0, high: int = 5) -> int:
+def _int_in_range(value: Any, name: str, low: int = 0, high: int = MAX_TRUST) -> int:
     # bool is an int subclass; JSON 3.0 is accepted as 3, "3" is not (strict types).
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise AnswerError(f"{name} must be an integer {low}-{high}, got {value!r:.40}")
@@ -182,11 +190,11 @@ def _int_in_range(value: Any, name: str, low: int = 0, high: int = 5) -> int:
     return value
 
 
-def _text(value: Any, name: str, *, limit: int, non_empty: bool) -> str:
+def _text(value: Any, name: str, *, limit: int) -> str:
     if not isinstance(value, str):
         raise AnswerError(f"{name} must be a string, got {type(value).__name__}")
     value = value.strip()
-    if non_empty and not value:
+    if name in REQUIRED_TEXT_FIELDS and not value:
         raise AnswerError(f"{name} must not be empty")
     if len(value) > limit:
         raise AnswerError(f"{name} is {len(value)} characters long; the limit is {limit}")
@@ -247,14 +255,14 @@ def validate_attacker(
     _require_fields(obj, ATTACKER_FIELDS)
     trust = _int_in_range(obj["trust_score"], "trust_score")
     belief = parse_belief(obj["belief"], "belief", universe, index)
-    reflection = _text(obj["reflection"], "reflection", limit=MAX_REFLECTION_CHARS, non_empty=False)
+    reflection = _text(obj["reflection"], "reflection", limit=MAX_REFLECTION_CHARS)
     signal = obj["signal"]
     if not isinstance(signal, str) or signal.strip().lower() not in SIGNALS:
         raise AnswerError(f"signal must be one of {list(SIGNALS)}, got {signal!r:.40}")
     signal = signal.strip().lower()
     if signal == SIGNAL_DETECTED and trust != 0:
         raise AnswerError(f"signal {SIGNAL_DETECTED!r} is only allowed at trust_score 0")
-    prompt = _text(obj["prompt"], "prompt", limit=MAX_REPLY_CHARS, non_empty=True)
+    prompt = _text(obj["prompt"], "prompt", limit=MAX_REPLY_CHARS)
     return AttackerMove(trust, belief, reflection, signal, prompt)
 
 
@@ -267,8 +275,8 @@ def validate_defender(
         obj["attacker_belief_about_target"], "attacker_belief_about_target", universe, index
     )
     trust = _int_in_range(obj["attacker_trust_in_us"], "attacker_trust_in_us")
-    reflection = _text(obj["reflection"], "reflection", limit=MAX_REFLECTION_CHARS, non_empty=False)
-    reply = _text(obj["reply"], "reply", limit=MAX_REPLY_CHARS, non_empty=True)
+    reflection = _text(obj["reflection"], "reflection", limit=MAX_REFLECTION_CHARS)
+    reply = _text(obj["reply"], "reply", limit=MAX_REPLY_CHARS)
     return DefenderMove(estimate, trust, reflection, reply)
 
 

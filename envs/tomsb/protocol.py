@@ -14,6 +14,8 @@
   read only the view, call the person `DEFAULT_PERSON`.
 - `view_from_observation(observation)` decodes the view from an observation; `pending_reply`
   tells an attacker which defender reply it must answer (None for the opening message).
+- `ROLE_CODES`: the observation's `role` field is the index of the acting role in this tuple
+  (0 attacker, 1 defender); `role_from_observation` reads it back (None when absent or unknown).
 
 The answer formats themselves (encoders `answer_*` and parsers `parse_*`) live in
 `envs.tomsb.parsing`.
@@ -31,6 +33,7 @@ ATTACKER_VARIANTS = ("base", "cross_examiner", "deception_aware", "bluffing")
 # Fields only the defender's view may hold: an attacker given one would know the answer.
 DEFENDER_ONLY_FIELDS = ("ground_truth", "attacker_prior")
 DEFAULT_PERSON = "that person"  # how scripted players name the person the views leave unnamed
+ROLE_CODES = ("attacker", "defender")
 
 
 def attacker_view(scenario: Scenario) -> dict[str, Any]:
@@ -69,6 +72,16 @@ def view_from_observation(observation: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(view, dict):
         raise ValueError("'scenario' is not a JSON object")
     return view
+
+
+def role_from_observation(observation: Mapping[str, Any]) -> str | None:
+    """The acting role named by an observation's `role` code (`ROLE_CODES`), or None."""
+    code = observation.get("role")
+    try:
+        index = int(code)  # a numpy integer from the Discrete space, or a plain int
+    except (TypeError, ValueError):
+        return None
+    return ROLE_CODES[index] if 0 <= index < len(ROLE_CODES) else None
 
 
 def pending_reply(attacker_observation: Mapping[str, Any]) -> str | None:

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 from tomgym.agents.llm.constraints import (
+    CONSTRAINT_FLAGS,
     BeliefNameConstraint,
-    belief_options,
+    answer_options,
     token_table,
 )
 from tomgym.envs.tomsb.parsing import DEFENDER_FIELDS
@@ -134,18 +135,21 @@ def _tomsb_defender_observation() -> dict[str, Any]:
     return dict(env.observe(DEFENDER))
 
 
-def test_belief_options_are_the_universe_names_per_level() -> None:
+def test_answer_options_are_the_role_and_the_universe_names_per_level() -> None:
     from tomgym.envs.tomsb.universe import Universe
 
     observation = _tomsb_defender_observation()
     view = json.loads(observation["scenario"])
     universe = Universe.from_dict(view["universe"], view["hierarchy"])
-    options = belief_options(observation)
-    assert options is not None and list(options) == list(universe.levels)
+    options = answer_options(observation)
+    assert options is not None and options.role == "defender"
+    assert list(options.names) == list(universe.levels)
     for depth, level in enumerate(universe.levels):
-        assert options[level] == list(universe.nodes(depth))
-    assert belief_options({"message": "Decrypto has no scenario"}) is None
-    assert belief_options({"scenario": "not json"}) is None
+        assert options.names[level] == list(universe.nodes(depth))
+    assert answer_options({"message": "Decrypto has no scenario"}) is None
+    assert answer_options({"scenario": "not json"}) is None
+    unnamed = answer_options({**observation, "role": 7})
+    assert unnamed is not None and unnamed.role is None and unnamed.names == options.names
 
 
 class RecordingBackend:
@@ -155,9 +159,15 @@ class RecordingBackend:
     context_window = None
     accepts_conversation_keys = True
 
-    def __init__(self, constrain_beliefs: bool, constrain_replies: bool = False) -> None:
+    def __init__(
+        self,
+        constrain_beliefs: bool,
+        constrain_replies: bool = False,
+        constrain_format: bool = False,
+    ) -> None:
         self.constrain_beliefs = constrain_beliefs
         self.constrain_replies = constrain_replies
+        self.constrain_format = constrain_format
         self.calls: list[dict[str, Any]] = []
 
     def generate(self, chats: Sequence[Any], **kwargs: Any) -> list[str]:
@@ -171,24 +181,27 @@ class RecordingBackend:
         pass
 
 
-@pytest.mark.parametrize(("beliefs", "replies"), [(True, False), (False, True), (False, False)])
+@pytest.mark.parametrize(
+    ("beliefs", "replies", "formats"),
+    [(True, False, False), (False, True, False), (False, False, True), (False, False, False)],
+)
 def test_the_policy_passes_each_turns_names_to_a_constraining_backend(
-    beliefs: bool, replies: bool
+    beliefs: bool, replies: bool, formats: bool
 ) -> None:
     from tomgym.agents.base import Turn
     from tomgym.agents.llm.policy import LLMPolicy
 
-    on = beliefs or replies
+    on = beliefs or replies or formats
     observation = _tomsb_defender_observation()
-    backend = RecordingBackend(constrain_beliefs=beliefs, constrain_replies=replies)
+    backend = RecordingBackend(beliefs, replies, formats)
     policy = LLMPolicy(backend, name="p", temperature=0.0)  # type: ignore[arg-type]
     other = {"system": "s", "message": "a Decrypto clue"}
     policy.act_batch([Turn("g1", "defender", observation), Turn("g2", "encoder", other)])
     (call,) = backend.calls
     if on:
-        assert call["belief_names"] == [belief_options(observation), None]
+        assert call["answer_options"] == [answer_options(observation), None]
     else:
-        assert "belief_names" not in call
+        assert "answer_options" not in call
 
 
 def test_the_spec_option_turns_the_constraint_on(loaded) -> None:
@@ -196,14 +209,15 @@ def test_the_spec_option_turns_the_constraint_on(loaded) -> None:
     from tomgym.agents.specs import parse_spec
 
     assert parse_spec(
-        "hf:default,constrain_beliefs=true,constrain_replies=true"
+        "hf:default,constrain_format=true,constrain_beliefs=true,constrain_replies=true"
     ).typed_options() == {
+        "constrain_format": True,
         "constrain_beliefs": True,
         "constrain_replies": True,
     }
     model, tokenizer = loaded
-    backend = HFBackend.from_model(model, tokenizer, constrain_beliefs=True, constrain_replies=True)
-    assert backend.describe()["constrain_beliefs"] is True
-    assert backend.describe()["constrain_replies"] is True
+    flags = dict.fromkeys(CONSTRAINT_FLAGS, True)
+    backend = HFBackend.from_model(model, tokenizer, **flags)
+    assert {flag: backend.describe()[flag] for flag in CONSTRAINT_FLAGS} == flags
     plain = HFBackend.from_model(model, tokenizer)
-    assert plain.constrain_beliefs is False and plain.constrain_replies is False
+    assert not any(getattr(plain, flag) for flag in CONSTRAINT_FLAGS)

@@ -3,7 +3,7 @@
 Covers: a name under way continues only into the names it begins (and may stop once one is
 whole), sentence words and short fragments are left alone, tokens that would start a near miss
 ("Hills" for "Hillcrest Restaurant") are banned at word starts and only there, nothing outside
-the open reply string is touched, `FirstOf` hands the belief object and the reply to their own
+the open reply string is touched, `AllOf` hands the belief object and the reply to their own
 rules, the engine masks an `Excluded` answer, and the bundled model, sampling hot, finishes a
 name it has begun.
 """
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from tomgym.agents.llm.constraints import (
     MIN_NAME_PREFIX,
+    AllOf,
     BeliefNameConstraint,
     Excluded,
-    FirstOf,
     ReplyNameConstraint,
     token_table,
 )
@@ -124,11 +124,11 @@ def test_nothing_outside_the_open_reply_is_constrained(loaded, text: str) -> Non
     assert _rule(tokenizer).allowed(tokenizer.encode(text) if text else []) is None
 
 
-def test_first_of_hands_each_part_of_the_answer_to_its_own_rule(loaded) -> None:
+def test_all_of_hands_each_part_of_the_answer_to_its_own_rule(loaded) -> None:
     _, tokenizer = loaded
     table = token_table(tokenizer)
     belief = BeliefNameConstraint(table, {"location": ["Hillcrest Restaurant"]})
-    both = FirstOf([belief, ReplyNameConstraint(table, NAMES)])
+    both = AllOf([belief, ReplyNameConstraint(table, NAMES)])
     in_belief = tokenizer.encode(f'{{"{BELIEF}": {{"location": "Hill')
     assert both.allowed(in_belief) == belief.allowed(in_belief)
     in_reply = tokenizer.encode(OPEN + "It is Hill")

@@ -235,6 +235,7 @@ def trl_batch(
         out["rollout"].append(
             {
                 "sampled_tokens": t.sampled_tokens,
+                "forced_tokens": t.forced_tokens,
                 "turns": t.turns,
                 "capped_turns": t.capped_turns,
                 "answer_stops": t.answer_stops,
@@ -255,6 +256,7 @@ def trl_batch(
         "rollout/dropped_episodes": float(sum(ep.dropped is not None for ep in episodes)),
         "rollout/teacher_episodes": float(sum(ep.teacher for ep in episodes)),
         "rollout/sampled_tokens_per_episode": sum(e.tokens.sampled_tokens for e in episodes) / n,
+        "rollout/forced_tokens_per_episode": sum(e.tokens.forced_tokens for e in episodes) / n,
         "rollout/completion_tokens_per_episode": sum(len(c) for c in out["completion_ids"]) / n,
         "rollout/turns_per_episode": sum(e.tokens.turns for e in episodes) / n,
         "rollout/capped_turns": float(sum(e.tokens.capped_turns for e in episodes)),

@@ -16,10 +16,11 @@ play, evaluation and training sample one way:
 - `repetition_guard`: a row stops once its ids end in a runaway loop
   (`agents.llm.kv_cache.repeating_tail`); it comes back without EOS,
   `finish_reason="repetition"`, and the trained policy treats it as a capped turn.
-- `constrain_beliefs`: the generate function declares it, and the trained policy passes each
-  context's TOM-SB names per level as `belief_names=` (None for other games): belief values stay
-  inside the universe's names of their level (`agents.llm.constraints`). `constrain_replies`
-  likewise keeps the names written in the reply spelled exactly (`ReplyNameConstraint`).
+- `constrain_format`, `constrain_beliefs`, `constrain_replies`: the generate function declares
+  them, and the trained policy passes each context's TOM-SB role and names per level as
+  `answer_options=` (None for other games): the answer stays inside its protocol template, or
+  only its belief values inside the universe's names, and/or the names written in the reply are
+  spelled exactly (`agents.llm.constraints`).
 - Log-probs are those of the distribution the tokens were drawn from when `top_p == 1` and
   `top_k == 0`: `log_softmax(logits / temperature)` (greedy: temperature 1), which is what the
   GRPO trainer re-scores.
@@ -32,11 +33,12 @@ play, evaluation and training sample one way:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from tomgym.agents.llm.constraints import AnswerOptions
     from tomgym.agents.llm.kv_cache import KVCacheStore
 
 
@@ -46,12 +48,14 @@ class Sampled:
 
     `finish_reason`: `"eos"` (the ids end with it), `"answer"` (stopped at the close of a
     protocol answer, no EOS), `"repetition"` (stopped in a runaway loop, no EOS) or `"length"`
-    (the token cap).
+    (the token cap). `forced` marks the ids a decoding constraint left no choice about (empty:
+    none); the trained policy gives them mask 0.
     """
 
     ids: list[int]
     logprobs: list[float]
     finish_reason: str = "length"
+    forced: list[bool] = field(default_factory=list)  # per id: a constraint allowed nothing else
 
 
 GenerateFn = Callable[[Sequence[Sequence[int]], int], list[Sampled]]
@@ -79,6 +83,7 @@ class HFGenerateFn:
         store: KVCacheStore | None = None,
         stop_at_answer: bool = False,
         repetition_guard: bool = False,
+        constrain_format: bool = False,
         constrain_beliefs: bool = False,
         constrain_replies: bool = False,
     ) -> None:
@@ -93,6 +98,7 @@ class HFGenerateFn:
         self.top_k = int(top_k)
         self.stop_when = answer_stop(tokenizer) if stop_at_answer else None
         self.repetition_guard = bool(repetition_guard)
+        self.constrain_format = bool(constrain_format)
         self.constrain_beliefs = bool(constrain_beliefs)
         self.constrain_replies = bool(constrain_replies)
         self.tokenizer = tokenizer
@@ -109,18 +115,11 @@ class HFGenerateFn:
         contexts: Sequence[Sequence[int]],
         max_new_tokens: int,
         keys: Sequence[Hashable | None] | None = None,
-        belief_names: Sequence[Mapping[str, Sequence[str]] | None] | None = None,
+        answer_options: Sequence[AnswerOptions | None] | None = None,
     ) -> list[Sampled]:
-        constraints = None
-        if belief_names is not None:
-            from tomgym.agents.llm.constraints import name_constraints
+        from tomgym.agents.llm.constraints import generator_rules
 
-            constraints = name_constraints(
-                self.tokenizer,
-                belief_names,
-                beliefs=self.constrain_beliefs,
-                replies=self.constrain_replies,
-            )
+        constraints = generator_rules(self, answer_options)
         completions = self.engine.generate(
             contexts,
             keys,
@@ -133,7 +132,10 @@ class HFGenerateFn:
             repetition_guard=self.repetition_guard,
             constraints=constraints,
         )
-        return [Sampled(list(c.ids), list(c.logprobs), c.finish_reason) for c in completions]
+        return [
+            Sampled(list(c.ids), list(c.logprobs), c.finish_reason, list(c.forced))
+            for c in completions
+        ]
 
     def forget(self, game_id: str) -> int:
         """Drop the cached conversations of one game (keys `game_id` or `(game_id, ...)`)."""

@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 import yaml
+from tomgym.agents.llm.constraints import CONSTRAINT_FLAGS
 from tomgym.training.rl.train_config import TrainConfig
 
 logger = logging.getLogger(__name__)
@@ -193,15 +194,12 @@ def stage_spec(
     model: str, cfg: TrainConfig, adapter: str | None = None, temperature: float = 0
 ) -> str:
     """The policy spec that loads a stage's model with the trainer's turn budget, greedily
-    (`temperature` 0) or sampling at `temperature`, with the config's name constraints."""
+    (`temperature` 0) or sampling at `temperature`, with the config's answer constraints."""
     head = "default" if model == "default" else f"hf:{model}"
     options: dict[str, Any] = {"temperature": temperature, "max_new_tokens": cfg.max_turn_tokens}
     if adapter is not None:
         options["adapter"] = adapter
-    if cfg.constrain_beliefs:
-        options["constrain_beliefs"] = "true"
-    if cfg.constrain_replies:
-        options["constrain_replies"] = "true"
+    options.update({flag: "true" for flag in CONSTRAINT_FLAGS if getattr(cfg, flag)})
     return head + "".join(f",{key}={value}" for key, value in options.items())
 
 
@@ -304,19 +302,23 @@ def eval_folder(
     temperature: float = 0,
     constrained: bool = False,
     names: bool = False,
+    formatted: bool = False,
 ) -> str:
     """The folder name of a stage's evaluation (one per episode count, temperature, belief
-    constraint and reply-name constraint, so none is mixed)."""
-    tail = ("_constrained" if constrained else "") + ("_names" if names else "")
+    constraint, reply-name constraint and answer-format constraint, so none is mixed)."""
+    tail = (
+        ("_constrained" if constrained else "")
+        + ("_names" if names else "")
+        + ("_format" if formatted else "")
+    )
     if temperature:
         return f"eval_{stage}_t{temperature:g}_{episodes}ep{tail}"
     return (f"eval_{stage}" if episodes == 1 else f"eval_{stage}_{episodes}ep") + tail
 
 
 def stage_folder(stage: str, cfg: TrainConfig, episodes: int, temperature: float = 0) -> str:
-    """`eval_folder` of `stage` under `cfg`: the model stages carry the config's belief and
-    reply-name constraints; the scripted naive liar writes its answers itself, so neither
-    applies to it."""
+    """`eval_folder` of `stage` under `cfg`: the model stages carry the config's answer
+    constraints; the scripted naive liar writes its answers itself, so none applies to it."""
     model = stage != "naive_liar"
     return eval_folder(
         stage,
@@ -324,6 +326,7 @@ def stage_folder(stage: str, cfg: TrainConfig, episodes: int, temperature: float
         temperature,
         cfg.constrain_beliefs and model,
         cfg.constrain_replies and model,
+        cfg.constrain_format and model,
     )
 
 
@@ -482,8 +485,7 @@ def run_learning(
         "reward": method,
         "reward_weights": run["config"]["reward_weights"],
         "grpo_seed": run["config"].get("seed"),
-        "constrain_beliefs": cfg.constrain_beliefs,
-        "constrain_replies": cfg.constrain_replies,
+        **{flag: getattr(cfg, flag) for flag in CONSTRAINT_FLAGS},
         "eval_games": len(scores["grpo"]["fooling"]),
         "eval_scenarios": len(set(scores["grpo"][SCENARIO].values())),
         **stage_rates({name: scores[name] for name in STAGES}),

@@ -101,6 +101,7 @@ class EpisodeTokens:
     logprobs: list[float] = field(default_factory=list)
     messages: list[dict[str, str]] = field(default_factory=list)
     sampled_tokens: int = 0
+    forced_tokens: int = 0  # sampled ids a decoding constraint forced (mask 0: no choice made)
     turns: int = 0
     capped_turns: int = 0
     answer_stops: int = 0  # turns stopped at the close of their protocol answer (EOS mask 0)
@@ -117,10 +118,14 @@ class EpisodeTokens:
         return self.prompt_ids + self.completion_ids
 
     def extend(
-        self, ids: Sequence[int], mask: int, logprobs: Sequence[float] | None = None
+        self, ids: Sequence[int], mask: int | Sequence[int], logprobs: Sequence[float] | None = None
     ) -> None:
+        """Append `ids` with one mask for all (an int) or one per id."""
+        masks = [mask] * len(ids) if isinstance(mask, int) else list(mask)
+        if len(masks) != len(ids):
+            raise ValueError(f"{len(masks)} masks for {len(ids)} ids")
         self.completion_ids.extend(ids)
-        self.env_mask.extend([mask] * len(ids))
+        self.env_mask.extend(masks)
         self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
 
 

@@ -47,6 +47,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from tomgym.agents.llm.constraints import CONSTRAINT_FLAGS
 from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS
 from tomgym.rewards.composer import COMPONENTS
 
@@ -274,6 +275,15 @@ class TrainConfig(BaseModel):
         "times, agents.llm.kv_cache.repeating_tail) instead of decoding to the token cap; it "
         "counts as a capped turn (EOS appended with mask 0).",
     )
+    constrain_format: bool = _f(
+        False,
+        "Constrained decoding of the whole TOM-SB answer: one JSON object in the protocol's "
+        "template (the encoder's keys in order, belief values null or a name of their level, "
+        "the trust a digit 0-5, free text only inside the reflection and reply strings; "
+        "agents.llm.constraints.AnswerFormatConstraint), in rollouts and in the learning "
+        "benchmark's evaluations (policy option constrain_format=true). It subsumes "
+        "constrain_beliefs. Transformers rollouts only.",
+    )
     constrain_beliefs: bool = _f(
         False,
         "Constrained decoding of TOM-SB belief values: once a value's quote is open it must "
@@ -397,9 +407,10 @@ class TrainConfig(BaseModel):
                 "teacher_episodes_per_group with vllm_importance_sampling_correction: the teacher's "
                 "turns have no sampling log-probs to correct with; set the correction false"
             )
-        if self.generation_backend == "vllm" and (self.constrain_beliefs or self.constrain_replies):
+        constrained = [flag for flag in CONSTRAINT_FLAGS if getattr(self, flag)]
+        if self.generation_backend == "vllm" and constrained:
             raise ValueError(
-                "constrain_beliefs and constrain_replies need generation_backend 'transformers' "
+                f"{' and '.join(constrained)} need generation_backend 'transformers' "
                 "(the vLLM rollouts take no per-token constraint)"
             )
         return self

@@ -19,8 +19,11 @@ game, the exact token sequence the model saw and sampled (`training.rl.tokens.Ep
   sampled ids and gets an EOS with mask 0, as a capped turn does; counted in `answer_stops`.
 - A turn stopped by the repetition guard (`finish_reason == "repetition"`) is a capped turn
   (EOS with mask 0, counted in `capped_turns`), also counted in `repetition_stops`.
-- Belief constraints: a generate function with `constrain_beliefs` on gets each context's TOM-SB
-  names per level (`belief_names=`, from the turn's observation; `agents.llm.constraints`).
+- Answer constraints: a generate function with any of `agents.llm.constraints.CONSTRAINT_FLAGS`
+  on gets each context's TOM-SB role and names per level (`answer_options=`, from the turn's
+  observation). A sampled id that was the only one its constraint allowed (`Sampled.forced`:
+  a key of the answer template, the rest of a name already begun) gets mask 0: the model chose
+  nothing there, so the loss leaves it out (counted in `forced_tokens`).
 - A turn whose context would outgrow the model's context window (`ContextWindowExceeded`) is
   never fed: it is answered with the fallback text (mask 0) and counted in
   `context_window_turns`, the episode's recorded truncation reason.
@@ -34,7 +37,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tomgym.agents.base import BasePolicy, Turn
-from tomgym.agents.llm.constraints import belief_options, wants_names
+from tomgym.agents.llm.constraints import answer_options, constrains_answers
 from tomgym.agents.llm.kv_cache import ContextWindowExceeded
 from tomgym.training.rl.generation import GenerateFn, Sampled
 from tomgym.training.rl.tokens import ChatRenderer, EpisodeTokens
@@ -180,8 +183,11 @@ class TrainablePolicy(BasePolicy):
             answers[i] = text
             if side:
                 continue
-            ep.extend(ids, 1, logps)
+            forced = [bool(f) for f in out.forced[: len(ids)]]
+            forced += [False] * (len(ids) - len(forced))
+            ep.extend(ids, [0 if f else 1 for f in forced], logps)
             ep.sampled_tokens += len(ids)
+            ep.forced_tokens += sum(forced)
             if not closed:
                 ep.extend([eos], 0)
                 if out.finish_reason == "answer" and len(out.ids) <= cap:
@@ -216,8 +222,8 @@ class TrainablePolicy(BasePolicy):
                 contexts = [jobs[j][3] for j in live]
                 budget = max(jobs[j][4] for j in live)
                 extra: dict[str, Any] = {}
-                if wants_names(self.generate):
-                    extra["belief_names"] = [belief_options(jobs[j][1].observation) for j in live]
+                if constrains_answers(self.generate):
+                    extra["answer_options"] = [answer_options(jobs[j][1].observation) for j in live]
                 try:
                     if keyed:
                         keys = [

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from tomgym.agents.base import BasePolicy, Policy, Turn
+from tomgym.agents.llm.constraints import CONSTRAINT_FLAGS
 from tomgym.envs.seeding import derive_seed
 from tomgym.rewards import RewardComposer
 from tomgym.training.eval.validation import ScoredGame, format_table, validation_table
@@ -238,8 +239,7 @@ class TrainingSession:
             store=self.kv_store,
             stop_at_answer=self.cfg.stop_at_answer,
             repetition_guard=self.cfg.repetition_guard,
-            constrain_beliefs=self.cfg.constrain_beliefs,
-            constrain_replies=self.cfg.constrain_replies,
+            **{flag: getattr(self.cfg, flag) for flag in CONSTRAINT_FLAGS},
         )
 
     def rollout_generate(self, trainer: Any, model: Any) -> Any:

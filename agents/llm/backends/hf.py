@@ -23,11 +23,14 @@
 - `stop_at_answer=True` (the default) stops a row once its text holds a whole protocol answer
   (`agents.llm.stopping.answer_stop`: a JSON object, or an `ANSWER:` line); such a row ends
   without EOS (`finished=False`), like a capped one.
-- `constrain_beliefs=True` keeps every TOM-SB belief value inside the universe's names of its
-  level (`agents.llm.constraints`): `LLMPolicy` passes each turn's names (`belief_names=`,
-  read from the observation) to a backend whose `constrain_beliefs` is on. Off by default.
-- `constrain_replies=True` keeps the universe's names that a TOM-SB reply writes spelled exactly
-  (`agents.llm.constraints.ReplyNameConstraint`; the same names are passed). Off by default.
+- `constrain_format=True` keeps every TOM-SB answer inside its protocol template (one JSON
+  object, the protocol's keys in order, belief values among their level's names or null, the
+  trust a digit; free text only in the reflection and reply strings:
+  `agents.llm.constraints.AnswerFormatConstraint`). `constrain_beliefs=True` keeps only the
+  belief values inside the universe's names of their level; `constrain_replies=True` keeps the
+  universe's names that a reply writes spelled exactly (`ReplyNameConstraint`). `LLMPolicy`
+  passes each turn's role and names (`answer_options=`, read from the observation) to a
+  backend with any of them on. All off by default.
 - A prompt that would need positions past `context_window` (prompt + `max_new_tokens`) raises
   `ContextWindowExceeded` before anything is generated.
 - `generate_ids` returns token ids and per-token log-probs for token-in/token-out training;
@@ -40,7 +43,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +55,7 @@ from tomgym.agents.llm.backends import (
     GenerationResult,
     TokenizerChatMixin,
 )
-from tomgym.agents.llm.constraints import name_constraints
+from tomgym.agents.llm.constraints import AnswerOptions, generator_rules
 from tomgym.agents.llm.kv_cache import (
     DEFAULT_MAX_CACHED_TOKENS,
     CachedGenerator,
@@ -208,6 +211,7 @@ class HFBackend(TokenizerChatMixin):
         kv_cache: bool = True,
         kv_cache_max_tokens: int = DEFAULT_MAX_CACHED_TOKENS,
         stop_at_answer: bool = True,
+        constrain_format: bool = False,
         constrain_beliefs: bool = False,
         constrain_replies: bool = False,
     ) -> None:
@@ -225,6 +229,7 @@ class HFBackend(TokenizerChatMixin):
             kv_cache=kv_cache,
             kv_cache_max_tokens=kv_cache_max_tokens,
             stop_at_answer=stop_at_answer,
+            constrain_format=constrain_format,
             constrain_beliefs=constrain_beliefs,
             constrain_replies=constrain_replies,
         )
@@ -246,6 +251,7 @@ class HFBackend(TokenizerChatMixin):
         kv_cache: bool = True,
         kv_cache_max_tokens: int = DEFAULT_MAX_CACHED_TOKENS,
         stop_at_answer: bool = True,
+        constrain_format: bool = False,
         constrain_beliefs: bool = False,
         constrain_replies: bool = False,
     ) -> HFBackend:
@@ -264,6 +270,7 @@ class HFBackend(TokenizerChatMixin):
             kv_cache=kv_cache,
             kv_cache_max_tokens=kv_cache_max_tokens,
             stop_at_answer=stop_at_answer,
+            constrain_format=constrain_format,
             constrain_beliefs=constrain_beliefs,
             constrain_replies=constrain_replies,
         )
@@ -282,6 +289,7 @@ class HFBackend(TokenizerChatMixin):
         kv_cache: bool,
         kv_cache_max_tokens: int,
         stop_at_answer: bool,
+        constrain_format: bool = False,
         constrain_beliefs: bool = False,
         constrain_replies: bool = False,
     ) -> None:
@@ -299,6 +307,7 @@ class HFBackend(TokenizerChatMixin):
             raise BackendError("model defines no end-of-sequence token; cannot stop generation")
         self.eos_token_ids = sorted(eos_ids)
         self.stop_at_answer = bool(stop_at_answer)
+        self.constrain_format = bool(constrain_format)
         self.constrain_beliefs = bool(constrain_beliefs)
         self.constrain_replies = bool(constrain_replies)
         self._answer_stop = answer_stop(tokenizer)
@@ -352,14 +361,14 @@ class HFBackend(TokenizerChatMixin):
         seed: int | None = None,
         return_logprobs: bool = True,
         keys: Sequence[Hashable | None] | None = None,
-        belief_names: Sequence[Mapping[str, Sequence[str]] | None] | None = None,
+        answer_options: Sequence[AnswerOptions | None] | None = None,
     ) -> list[GenerationResult]:
         """Sample one completion per chat (or per pre-tokenised prompt), token-in/token-out.
 
         Pass either `chats` (rendered with the chat template) or `prompt_ids` (used verbatim: the
         trainer's spliced multi-turn prefix). `keys[i]` names the conversation of prompt `i` for
-        KV reuse (None or no `keys`: encoded in full, nothing kept). `belief_names[i]` (TOM-SB
-        names per level, or None) constrains prompt `i`'s belief values (module doc). Log-probs
+        KV reuse (None or no `keys`: encoded in full, nothing kept). `answer_options[i]` (a TOM-SB
+        turn's role and names, or None) constrains prompt `i`'s answer (module doc). Log-probs
         come from the raw logits of each step (temperature 1), masked where a constraint
         applied. Raises `ContextWindowExceeded` when a prompt plus `max_new_tokens` does not fit
         the context window.
@@ -371,16 +380,9 @@ class HFBackend(TokenizerChatMixin):
             return []
         if keys is not None and len(keys) != len(prompts):
             raise ValueError(f"{len(keys)} keys for {len(prompts)} prompts")
-        constraints = None
-        if belief_names is not None:
-            if len(belief_names) != len(prompts):
-                raise ValueError(f"{len(belief_names)} belief_names for {len(prompts)} prompts")
-            constraints = name_constraints(
-                self.tokenizer,
-                belief_names,
-                beliefs=self.constrain_beliefs,
-                replies=self.constrain_replies,
-            )
+        if answer_options is not None and len(answer_options) != len(prompts):
+            raise ValueError(f"{len(answer_options)} answer_options for {len(prompts)} prompts")
+        constraints = generator_rules(self, answer_options)
         start = time.perf_counter()
         stop_when = self._answer_stop if self.stop_at_answer else None
         cuda_devices = [self.device] if self.device.type == "cuda" else []
@@ -419,7 +421,7 @@ class HFBackend(TokenizerChatMixin):
         max_new_tokens: int,
         seed: int | None = None,
         keys: Sequence[Hashable | None] | None = None,
-        belief_names: Sequence[Mapping[str, Sequence[str]] | None] | None = None,
+        answer_options: Sequence[AnswerOptions | None] | None = None,
     ) -> list[str]:
         results = self.generate_ids(
             chats,
@@ -429,7 +431,7 @@ class HFBackend(TokenizerChatMixin):
             seed=seed,
             return_logprobs=False,
             keys=keys,
-            belief_names=belief_names,
+            answer_options=answer_options,
         )
         return [r.text for r in results]
 
@@ -449,6 +451,7 @@ class HFBackend(TokenizerChatMixin):
                 self.engine.store.max_tokens if self.engine.store is not None else None
             ),
             "stop_at_answer": self.stop_at_answer,
+            "constrain_format": self.constrain_format,
             "constrain_beliefs": self.constrain_beliefs,
             "constrain_replies": self.constrain_replies,
         }

@@ -70,6 +70,24 @@ def test_mask_is_exactly_the_sampled_tokens(renderer: ChatRenderer) -> None:
     assert debug_check_episode(ep, renderer, None)["token_mismatches"] == 0
 
 
+def test_ids_a_constraint_forced_get_mask_zero(renderer: ChatRenderer) -> None:
+    ids = renderer.encode("a forced key then a choice")
+    forced = [True, True] + [False] * (len(ids) - 2)
+
+    def generate(contexts: Sequence[Sequence[int]], max_new: int) -> list[Sampled]:
+        return [Sampled([*ids, renderer.eos_id], [-0.5] * (len(ids) + 1), "eos", forced)]
+
+    policy = TrainablePolicy(renderer, generate, episode_budget=100, max_turn_tokens=32)
+    policy.reset("g")
+    policy.act_batch([turn("g", "hello")])
+    ep = policy.episode("g")
+    # Forced ids stay in the sequence (the model read them) but out of the loss; the EOS, which
+    # `forced` does not cover, is the model's own choice.
+    assert ep.completion_ids == [*ids, renderer.eos_id]
+    assert ep.env_mask == [0, 0] + [1] * (len(ids) - 2) + [1]
+    assert ep.forced_tokens == 2 and ep.sampled_tokens == len(ids) + 1
+
+
 def test_budget_then_fallback_with_mask_zero(renderer: ChatRenderer) -> None:
     policy = TrainablePolicy(
         renderer,
@@ -101,15 +119,15 @@ def test_side_questions_never_enter_the_sequence(renderer: ChatRenderer) -> None
     assert policy.episode("g").completion_ids == before
 
 
-def test_a_constraining_generate_gets_each_contexts_belief_names(renderer: ChatRenderer) -> None:
-    from tomgym.agents.llm.constraints import belief_options
+def test_a_constraining_generate_gets_each_contexts_answer_options(renderer: ChatRenderer) -> None:
+    from tomgym.agents.llm.constraints import answer_options
     from tomgym.envs import tomsb_v0
     from tomgym.envs.tomsb.env import DEFENDER
 
     seen: list[Any] = []
 
     def generate(contexts: Sequence[Sequence[int]], max_new: int, **kwargs: Any) -> list[Sampled]:
-        seen.append(kwargs.get("belief_names"))
+        seen.append(kwargs.get("answer_options"))
         ids = [*renderer.encode("{}"), renderer.eos_id]
         return [Sampled(ids, [-0.1] * len(ids)) for _ in contexts]
 
@@ -123,8 +141,12 @@ def test_a_constraining_generate_gets_each_contexts_belief_names(renderer: ChatR
     generate.constrain_beliefs = False  # type: ignore[attr-defined]
     generate.constrain_replies = True  # type: ignore[attr-defined]
     policy.act_batch([tomsb_turn, turn("g", "and again")])
-    names = [belief_options(tomsb_turn.observation), None]
-    assert seen == [None, names, names]
+    generate.constrain_replies = False  # type: ignore[attr-defined]
+    generate.constrain_format = True  # type: ignore[attr-defined]
+    policy.act_batch([tomsb_turn, turn("g", "once more")])
+    options = [answer_options(tomsb_turn.observation), None]
+    assert options[0] is not None and options[0].role == "defender"
+    assert seen == [None, options, options, options]
 
 
 class Flaky(BasePolicy):

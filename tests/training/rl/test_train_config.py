@@ -4,6 +4,7 @@ import argparse
 from pathlib import Path
 
 import pytest
+from tomgym.agents.llm.constraints import CONSTRAINT_FLAGS
 from tomgym.training.rl.train_config import (
     RESUME_MAY_CHANGE,
     ConfigError,
@@ -58,8 +59,8 @@ def test_overrides_are_yaml_and_bad_input_is_named() -> None:
         TrainConfig.from_dict({"lora_dropout": 0.1})
     with pytest.raises(ConfigError, match=r"reward_weights\['fooling'\]: must be a finite"):
         TrainConfig.from_dict({"reward_weights": {"fooling": float("nan")}})
-    for key in ("constrain_beliefs", "constrain_replies"):
-        with pytest.raises(ConfigError, match="constrain_replies need generation_backend"):
+    for key in CONSTRAINT_FLAGS:
+        with pytest.raises(ConfigError, match=f"{key} need generation_backend"):
             TrainConfig.from_dict({key: True, "generation_backend": "vllm"})
 
 

@@ -127,6 +127,7 @@ def test_dr_grpo_step_mask_loss_advantages_and_resume(
         "time/rollout_s",
         "time/optimisation_s",
         "rollout/sampled_tokens_per_episode",
+        "rollout/forced_tokens_per_episode",
         "rollout/zero_variance_groups",
         "debug/token_mismatches_max",
     ):
@@ -439,3 +440,38 @@ def test_demo_sized_guided_groups_have_reward_variance_for_a_model_that_never_fo
         fooled = session.composer.components(ep.record)["fooling"]
         assert fooled == (1.0 if ep.teacher else 0.0), (ep.record["game_id"], total)
     assert zero_variance_groups(totals, cfg.num_generations) == 0.0
+
+
+def test_format_constrained_rollouts_keep_the_template_and_leave_forced_ids_out_of_the_loss(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """`constrain_format: true` in a real rollout: every sampled defender answer is a prefix of
+    its protocol template (a random model, so few are finished), and the ids the template forced
+    are in the sequence with mask 0."""
+    from tomgym.agents.llm.constraints import AnswerOptions, answer_grammar, token_table
+    from tomgym.envs.tomsb.benchmark import load_benchmark
+    from tomgym.training.rl.episodes import group_games
+    from tomgym.training.rl.trainer import TrainingSession, load_model
+
+    cfg = make_config(tmp_path, tiny_model_dir, constrain_format=True, max_turn_tokens=24)
+    session = TrainingSession(cfg)
+    session.trainable.set_generate(
+        session.make_generate(load_model(cfg, session.model_path), cfg.temperature)
+    )
+    prompts = [row.encode() for row in session.rows[:1] for _ in range(cfg.num_generations)]
+    games = group_games(
+        prompts, tag="fmt", base_seed=cfg.seed, shared_seed=cfg.shared_seed_in_group
+    )
+    episodes = session.play_groups(games)
+    table = token_table(session.renderer.tokenizer)
+    for ep in episodes:
+        tokens = ep.tokens
+        assert tokens.forced_tokens > 0  # at least the object's opening key
+        assert sum(tokens.env_mask) == tokens.sampled_tokens - tokens.forced_tokens
+        universe = load_benchmark(0).by_id(ep.record["options"]["scenario"]).universe  # env default
+        names = {level: list(universe.nodes(d)) for d, level in enumerate(universe.levels)}
+        grammar = answer_grammar(table, AnswerOptions("defender", names))
+        answers = [t["raw"] for t in ep.record["turns"] if t["agent"] == "defender_0"]
+        assert answers
+        for raw in answers:
+            assert grammar.advance(grammar.start, raw) is not None, raw
