@@ -34,14 +34,18 @@ prior_levels: [0, 1, 2]
 attackers: [base, bluffing]
 max_scenarios: 4
 model: default
-# The untrained model rarely fools anyone; the length and ToM terms still differ between the
-# members of a group, so the step has a gradient to synchronise.
+# One member of each group is the scripted teacher's game (off-policy guidance): the untrained
+# model's capped turns all score alike, the teacher's do not, so every step has a gradient to
+# synchronise.
 reward_weights: {{fooling: 1.0, format: 1.0, length: 1.0, stepwise_tom: 1.0}}
+teacher_episodes_per_group: 1
 reward_gate: null
 num_generations: 2
 per_device_train_batch_size: 2
-max_completion_length: 320
-max_turn_tokens: 120
+# Short turns: the untrained model writes on to the cap, and what is checked here is the ranks'
+# lockstep, not what they say (120-token turns made this the suite's slowest test, 8.5 min).
+max_completion_length: 160
+max_turn_tokens: 40
 learning_rate: 1.0e-4
 temperature: 1.0
 max_steps: 2
