@@ -48,6 +48,7 @@ from pydantic import (
     model_validator,
 )
 from tomgym.agents.llm.constraints import CONSTRAINT_FLAGS
+from tomgym.envs.tomsb.game import MAX_TRUST
 from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS
 from tomgym.rewards.composer import COMPONENTS
 
@@ -279,7 +280,7 @@ class TrainConfig(BaseModel):
         False,
         "Constrained decoding of the whole TOM-SB answer: one JSON object in the protocol's "
         "template (the encoder's keys in order, belief values null or a name of their level, "
-        "the trust a digit 0-5, free text only inside the reflection and reply strings; "
+        f"the trust a digit 0-{MAX_TRUST}, free text only inside the reflection and reply strings; "
         "agents.llm.constraints.AnswerFormatConstraint), in rollouts and in the learning "
         "benchmark's evaluations (policy option constrain_format=true). It subsumes "
         "constrain_beliefs. Transformers rollouts only.",
