@@ -18,8 +18,8 @@ game, so every stage goes through the project's own commands and is scored on id
   trainer's turn budget and greedy decoding (or sampling at `temperature`), so anyone can
   evaluate it elsewhere.
 - `stage_folder(stage, cfg, episodes, temperature)`: the folder name of a stage's evaluation,
-  one per episode count, temperature and (for the model stages) belief and reply-name
-  constraints.
+  one per episode count, temperature and (for the model stages) set of answer constraints
+  (`EVAL_FOLDER_SUFFIXES`).
 - `paired_difference(after, before, clusters)`: mean per-game difference, the games that went
   up and down, and a 95% paired bootstrap CI that resamples scenarios when a scenario is played
   by several attacker seeds.
@@ -46,7 +46,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -296,21 +296,24 @@ def _same_policy(stored: Any, wanted: str) -> bool:
         return False
 
 
+EVAL_FOLDER_SUFFIXES = {
+    "constrain_beliefs": "_constrained",
+    "constrain_replies": "_names",
+    "constrain_format": "_format",
+}
+"""Per answer constraint (`CONSTRAINT_FLAGS`), the suffix it adds to the folder name of an
+evaluation run with it on; written in this order (the names cached evaluations already carry)."""
+
+
 def eval_folder(
-    stage: str,
-    episodes: int,
-    temperature: float = 0,
-    constrained: bool = False,
-    names: bool = False,
-    formatted: bool = False,
+    stage: str, episodes: int, temperature: float = 0, *, constraints: Iterable[str] = ()
 ) -> str:
-    """The folder name of a stage's evaluation (one per episode count, temperature, belief
-    constraint, reply-name constraint and answer-format constraint, so none is mixed)."""
-    tail = (
-        ("_constrained" if constrained else "")
-        + ("_names" if names else "")
-        + ("_format" if formatted else "")
-    )
+    """The folder name of a stage's evaluation: one per episode count, temperature and set of
+    answer `constraints` (flags of `EVAL_FOLDER_SUFFIXES`), so none is mixed."""
+    wanted = set(constraints)
+    if unknown := wanted - EVAL_FOLDER_SUFFIXES.keys():
+        raise ValueError(f"no evaluation folder suffix for {sorted(unknown)}")
+    tail = "".join(suffix for flag, suffix in EVAL_FOLDER_SUFFIXES.items() if flag in wanted)
     if temperature:
         return f"eval_{stage}_t{temperature:g}_{episodes}ep{tail}"
     return (f"eval_{stage}" if episodes == 1 else f"eval_{stage}_{episodes}ep") + tail
@@ -319,15 +322,8 @@ def eval_folder(
 def stage_folder(stage: str, cfg: TrainConfig, episodes: int, temperature: float = 0) -> str:
     """`eval_folder` of `stage` under `cfg`: the model stages carry the config's answer
     constraints; the scripted naive liar writes its answers itself, so none applies to it."""
-    model = stage != "naive_liar"
-    return eval_folder(
-        stage,
-        episodes,
-        temperature,
-        cfg.constrain_beliefs and model,
-        cfg.constrain_replies and model,
-        cfg.constrain_format and model,
-    )
+    constraints = [] if stage == "naive_liar" else [f for f in CONSTRAINT_FLAGS if getattr(cfg, f)]
+    return eval_folder(stage, episodes, temperature, constraints=constraints)
 
 
 STEP_METRICS = {

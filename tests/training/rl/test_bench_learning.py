@@ -72,7 +72,13 @@ def test_pooled_minus_pairs_every_replicate_with_the_one_warm_start_by_scenario(
 
 
 def test_a_belief_constraint_reaches_every_model_stage_and_its_own_folders() -> None:
-    from tomgym.training.rl.learning import eval_folder, stage_folder, stage_spec
+    from tomgym.agents.llm.constraints import CONSTRAINT_FLAGS
+    from tomgym.training.rl.learning import (
+        EVAL_FOLDER_SUFFIXES,
+        eval_folder,
+        stage_folder,
+        stage_spec,
+    )
     from tomgym.training.rl.train_config import TrainConfig
 
     plain = TrainConfig.from_dict({})
@@ -81,8 +87,14 @@ def test_a_belief_constraint_reaches_every_model_stage_and_its_own_folders() -> 
     assert stage_spec("runs/m", constrained, adapter="a").endswith(",constrain_beliefs=true")
     # Constrained games never mix with (or reuse) the unconstrained ones of a cached warm start.
     assert eval_folder("warmstart", 1) == "eval_warmstart"
-    assert eval_folder("warmstart", 1, constrained=True) == "eval_warmstart_constrained"
-    assert eval_folder("grpo", 2, 0.7, True) == "eval_grpo_t0.7_2ep_constrained"
+    assert (
+        eval_folder("warmstart", 1, constraints=["constrain_beliefs"])
+        == "eval_warmstart_constrained"
+    )
+    assert (
+        eval_folder("grpo", 2, 0.7, constraints=["constrain_beliefs"])
+        == "eval_grpo_t0.7_2ep_constrained"
+    )
     assert stage_folder("warmstart", constrained, 1) == "eval_warmstart_constrained"
     assert stage_folder("warmstart", plain, 1) == "eval_warmstart"
     # The scripted naive liar writes its own answers: its games are shared by both settings.
@@ -90,8 +102,17 @@ def test_a_belief_constraint_reaches_every_model_stage_and_its_own_folders() -> 
     both = TrainConfig.from_dict({"constrain_beliefs": True, "constrain_replies": True})
     assert stage_spec("runs/m", both).endswith(",constrain_beliefs=true,constrain_replies=true")
     assert stage_folder("grpo", both, 1) == "eval_grpo_constrained_names"
-    assert eval_folder("grpo", 1, names=True) == "eval_grpo_names"
+    assert eval_folder("grpo", 1, constraints=["constrain_replies"]) == "eval_grpo_names"
     assert stage_folder("naive_liar", both, 1) == "eval_naive_liar"
+    # Every constraint has its own suffix, written in one order whatever order it is named in.
+    assert EVAL_FOLDER_SUFFIXES.keys() == set(CONSTRAINT_FLAGS)
+    every = TrainConfig.from_dict({flag: True for flag in CONSTRAINT_FLAGS})
+    assert stage_folder("grpo", every, 1) == "eval_grpo_constrained_names_format"
+    assert eval_folder("grpo", 1, constraints=reversed(CONSTRAINT_FLAGS)) == stage_folder(
+        "grpo", every, 1
+    )
+    with pytest.raises(ValueError, match="constrain_colour"):
+        eval_folder("grpo", 1, constraints=["constrain_colour"])
 
 
 def test_a_learning_run_keeps_the_configs_shaping_terms_beside_its_method() -> None:
