@@ -8,6 +8,9 @@ STAMP := $(VENV)/.tomgym-installed
 TORCH_SPEC ?= torch==2.13.0
 CONSTRAINTS ?= constraints.txt
 PYTEST_ARGS ?=
+# `make test` runs the suite in pytest-xdist workers, one per core (at most 4), each with its share
+# of the cores (tests/conftest.py); TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= auto
 
 .PHONY: setup demo test test-integration lint bench clean
 
@@ -26,7 +29,7 @@ demo: setup
 	$(BIN)/tomgym demo
 
 test: setup
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist worksteal $(PYTEST_ARGS)
 
 # llama.cpp server for the opt-in integration test, in its own venv (a ~15 min source build).
 # Portable x86-64 flags: the default native build (AVX-512 + AMX kernels) segfaulted on the first
