@@ -25,13 +25,15 @@ def shared_data() -> Path:
 
 def pytest_configure(config: pytest.Config) -> None:
     """In an xdist worker, share the machine's cores between the workers: each gets
-    `cpu_count // workers` torch/OpenMP threads (at least one), also inherited by the processes
+    `cores // workers` torch/OpenMP threads (at least one), also inherited by the processes
     its tests start. Oversubscribed torch threads spin against each other (README, "LLM backend on
     this CPU": about ten times slower), so the split is what makes parallel workers pay off."""
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if not workers:
         return
-    threads = str(max(1, (os.cpu_count() or 1) // int(workers)))
+    # The cores this process may run on (a container's affinity), not the host's count.
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    threads = str(max(1, (cores or 1) // int(workers)))
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[name] = threads
     if "torch" in sys.modules:
