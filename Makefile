@@ -8,9 +8,9 @@ STAMP := $(VENV)/.tomgym-installed
 TORCH_SPEC ?= torch==2.13.0
 CONSTRAINTS ?= constraints.txt
 PYTEST_ARGS ?=
-# `make test` runs the suite in pytest-xdist workers, one per logical core (at most 4: a 2-vCPU
-# machine can show one physical core), each with its share of the cores (tests/conftest.py);
-# TEST_WORKERS=0 runs it in one process.
+# `make test` runs the suite in pytest-xdist workers, one per logical core, at most 4 (logical, not
+# xdist's `auto`: a 2-vCPU machine can report a single physical core), each with its share of the
+# cores (tests/conftest.py); TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= logical
 
 .PHONY: setup demo test test-integration lint bench clean
