@@ -199,7 +199,7 @@ def stage_spec(
     options: dict[str, Any] = {"temperature": temperature, "max_new_tokens": cfg.max_turn_tokens}
     if adapter is not None:
         options["adapter"] = adapter
-    options.update({flag: "true" for flag in CONSTRAINT_FLAGS if getattr(cfg, flag)})
+    options.update(dict.fromkeys(cfg.answer_constraints, "true"))
     return head + "".join(f",{key}={value}" for key, value in options.items())
 
 
@@ -322,7 +322,7 @@ def eval_folder(
 def stage_folder(stage: str, cfg: TrainConfig, episodes: int, temperature: float = 0) -> str:
     """`eval_folder` of `stage` under `cfg`: the model stages carry the config's answer
     constraints; the scripted naive liar writes its answers itself, so none applies to it."""
-    constraints = [] if stage == "naive_liar" else [f for f in CONSTRAINT_FLAGS if getattr(cfg, f)]
+    constraints = [] if stage == "naive_liar" else cfg.answer_constraints
     return eval_folder(stage, episodes, temperature, constraints=constraints)
 
 

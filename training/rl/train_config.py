@@ -408,13 +408,17 @@ class TrainConfig(BaseModel):
                 "teacher_episodes_per_group with vllm_importance_sampling_correction: the teacher's "
                 "turns have no sampling log-probs to correct with; set the correction false"
             )
-        constrained = [flag for flag in CONSTRAINT_FLAGS if getattr(self, flag)]
-        if self.generation_backend == "vllm" and constrained:
+        if self.generation_backend == "vllm" and self.answer_constraints:
             raise ValueError(
-                f"{' and '.join(constrained)} need generation_backend 'transformers' "
+                f"{' and '.join(self.answer_constraints)} need generation_backend 'transformers' "
                 "(the vLLM rollouts take no per-token constraint)"
             )
         return self
+
+    @property
+    def answer_constraints(self) -> list[str]:
+        """The answer constraints switched on, in `CONSTRAINT_FLAGS` order."""
+        return [flag for flag in CONSTRAINT_FLAGS if getattr(self, flag)]
 
     # ------------------------------------------------------------------ loading
     @classmethod
