@@ -380,9 +380,15 @@ class TrainConfig(BaseModel):
             raise ValueError(str(exc)) from None
         return value
 
+    @property
+    def episodes_per_step(self) -> int:
+        """Episodes one device plays and optimises per optimiser step (TRL's generation batch:
+        one rollout, scored in `gradient_accumulation_steps` micro-batches)."""
+        return self.per_device_train_batch_size * self.gradient_accumulation_steps
+
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
-        global_batch = self.per_device_train_batch_size * self.gradient_accumulation_steps
+        global_batch = self.episodes_per_step
         if global_batch % self.num_generations:
             raise ValueError(
                 f"per_device_train_batch_size x gradient_accumulation_steps ({global_batch}) must "

@@ -211,10 +211,14 @@ class DrGRPOTrainer(GRPOTrainer):
         self.last_rollout_seconds = 0.0
         loss = super().training_step(model, inputs, num_items_in_batch)
         total = time.perf_counter() - started
+        # Called once per micro-batch; TRL logs the mean of what was added since the last log,
+        # so each micro-batch's seconds times their number make that mean the optimiser step's
+        # total (the rollout runs in the first micro-batch of a generation batch only).
+        micro_batches = self.args.gradient_accumulation_steps
         self.add_metrics(
             {
-                "time/rollout_s": self.last_rollout_seconds,
-                "time/optimisation_s": max(0.0, total - self.last_rollout_seconds),
+                "time/rollout_s": self.last_rollout_seconds * micro_batches,
+                "time/optimisation_s": max(0.0, total - self.last_rollout_seconds) * micro_batches,
             }
         )
         return loss

@@ -164,6 +164,44 @@ def test_dr_grpo_step_mask_loss_advantages_and_resume(
     assert (Path(cfg.output_dir) / "checkpoint-2" / "adapter_model.safetensors").is_file()
 
 
+def test_micro_batches_give_the_one_batch_step_and_time_the_whole_step(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`per_device_train_batch_size=2 gradient_accumulation_steps=2` optimises the same four
+    episodes as one batch of 4 (one rollout, the same loss and gradient: the CPU demo scores its
+    episodes in micro-batches to do without activation checkpointing), and the logged rollout and
+    optimisation seconds add up to the whole step, not to one micro-batch's share of it."""
+    import tomgym.rewards.composer as composer
+    from tomgym.training.rl.trainer import TrainingSession, build_trainer
+
+    monkeypatch.setitem(composer.COMPONENTS, "stepwise_tom", varied_reward)
+    logged = {}
+    for per_device, micro_batches in ((4, 1), (2, 2)):
+        cfg = make_config(
+            tmp_path / f"b{per_device}",
+            tiny_model_dir,
+            per_device_train_batch_size=per_device,
+            gradient_accumulation_steps=micro_batches,
+        )
+        session = TrainingSession(cfg)
+        trainer = build_trainer(session)
+        capture = Capture(trainer)
+        trainer.train()
+        assert len(capture.calls) == micro_batches
+        assert len(session.last_batch["episode"]) == 4
+        logged[micro_batches] = [h for h in trainer.state.log_history if "loss" in h][-1]
+    one, split = logged[1], logged[2]
+    assert split["rollout/episodes"] == one["rollout/episodes"] == 4
+    assert split["reward"] == pytest.approx(one["reward"])
+    assert split["loss"] == pytest.approx(one["loss"], abs=1e-5)
+    assert split["grad_norm"] == pytest.approx(one["grad_norm"], rel=1e-3)
+    for entry in (one, split):
+        timed = entry["time/rollout_s"] + entry["time/optimisation_s"]
+        assert timed == pytest.approx(entry["step_time"], rel=0.05, abs=0.05)
+        # The rollout's share includes all of its generation (logged once, unscaled).
+        assert entry["time/rollout_s"] >= entry["time/generate_s"] > 0
+
+
 def test_rejection_sft_uses_acceptance_as_advantage(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -426,7 +464,7 @@ def test_demo_sized_guided_groups_have_reward_variance_for_a_model_that_never_fo
     session.trainable.set_generate(
         session.make_generate(load_model(cfg, session.model_path), cfg.temperature)
     )
-    groups = cfg.per_device_train_batch_size // cfg.num_generations
+    groups = cfg.episodes_per_step // cfg.num_generations
     prompts = [row.encode() for row in session.rows[:groups] for _ in range(cfg.num_generations)]
     episodes = session.play_groups(
         group_games(prompts, tag="demo", base_seed=cfg.seed, shared_seed=cfg.shared_seed_in_group)
