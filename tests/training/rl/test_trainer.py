@@ -171,22 +171,16 @@ def test_micro_batches_give_the_one_batch_step_and_time_the_whole_step(
     episodes as one batch of 4 (one rollout, the same loss and gradient: the CPU demo scores its
     episodes in micro-batches to do without activation checkpointing), and the logged rollout and
     optimisation seconds add up to the whole step, not to one micro-batch's share of it."""
-    import tomgym.rewards.composer as composer
-    from tomgym.training.rl.trainer import TrainingSession, build_trainer
-
-    monkeypatch.setitem(composer.COMPONENTS, "stepwise_tom", varied_reward)
     logged = {}
     for per_device, micro_batches in ((4, 1), (2, 2)):
-        cfg = make_config(
+        session, trainer, capture, _ = train_with_reward(
             tmp_path / f"b{per_device}",
             tiny_model_dir,
+            monkeypatch,
+            varied_reward,
             per_device_train_batch_size=per_device,
             gradient_accumulation_steps=micro_batches,
         )
-        session = TrainingSession(cfg)
-        trainer = build_trainer(session)
-        capture = Capture(trainer)
-        trainer.train()
         assert len(capture.calls) == micro_batches
         assert len(session.last_batch["episode"]) == 4
         logged[micro_batches] = [h for h in trainer.state.log_history if "loss" in h][-1]
