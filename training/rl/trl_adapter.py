@@ -127,6 +127,8 @@ class DrGRPOTrainer(GRPOTrainer):
         self.per_episode_forward = per_episode_forward
         self.acceptance: list[float] | None = None
         self.last_rollout_seconds = 0.0
+        # This optimiser step's seconds so far: (rollout, whole), over its micro-batches.
+        self._step_seconds = (0.0, 0.0)
         self.last_advantages: torch.Tensor | None = None
 
     def add_metrics(self, metrics: Mapping[str, float], mode: str = "train") -> None:
@@ -209,18 +211,19 @@ class DrGRPOTrainer(GRPOTrainer):
     ) -> torch.Tensor:
         started = time.perf_counter()
         self.last_rollout_seconds = 0.0
+        steps_timed = len(self._metrics["train"]["step_time"])
         loss = super().training_step(model, inputs, num_items_in_batch)
-        total = time.perf_counter() - started
-        # Called once per micro-batch; TRL logs the mean of what was added since the last log,
-        # so each micro-batch's seconds times their number make that mean the optimiser step's
-        # total (the rollout runs in the first micro-batch of a generation batch only).
-        micro_batches = self.args.gradient_accumulation_steps
-        self.add_metrics(
-            {
-                "time/rollout_s": self.last_rollout_seconds * micro_batches,
-                "time/optimisation_s": max(0.0, total - self.last_rollout_seconds) * micro_batches,
-            }
-        )
+        rollout, whole = self._step_seconds
+        rollout += self.last_rollout_seconds
+        whole += time.perf_counter() - started
+        self._step_seconds = (rollout, whole)
+        # Called once per micro-batch: the optimiser step's totals are logged when TRL closes
+        # the step, i.e. when it logs that step's `step_time`.
+        if len(self._metrics["train"]["step_time"]) > steps_timed:
+            self.add_metrics(
+                {"time/rollout_s": rollout, "time/optimisation_s": max(0.0, whole - rollout)}
+            )
+            self._step_seconds = (0.0, 0.0)
         return loss
 
 
