@@ -15,7 +15,11 @@ Measured, each for the cached and the uncached policy:
   (`--growth-turns`, at `--growth-concurrency` games), with the exponent of a least-squares fit
   `cost ~ turns^k` (1 = linear, 2 = quadratic);
 - `identical_greedy`: every defender answer of every episode is the same with and without cache;
-- the peak resident memory of the process and the peak number of cached tokens.
+- the peak resident memory of the process and the peak number of cached tokens;
+- `small_batch_linear`: at `--linear-level` games (8 by default; 0 skips it), the cached policy
+  once more with `small_batch_linear=false` (`F.linear` in the decode steps instead of
+  `weight @ x.T`, `agents.llm.small_batch`): episodes/min both ways, their ratio, and whether the
+  greedy answers were identical.
 
 The defaults (32 new tokens per answer, growth at 4 games, one torch thread) keep the run to
 about 20 minutes on a shared 2-core CPU; raise them for realistic workloads.
@@ -25,11 +29,11 @@ Progress goes to stderr; the last line of stdout is one JSON object:
     {"config": {...}, "levels": [{"concurrency", "games", "cached": {...}, "uncached": {...},
       "cached_vs_uncached"}], "cached_vs_uncached": {"1": r, "8": r, "32": r},
      "speedup_32_vs_1_cached", "growth": {"turns", "cached": {...}, "uncached": {...}},
-     "identical_greedy": true|false, "peak_rss_mb", "cache": {...}}
+     "identical_greedy": true|false, "small_batch_linear": {...}, "peak_rss_mb", "cache": {...}}
 
     python -m bench.bench_rollout [--levels 1,8,32] [--turns 8] [--growth-turns 4,8,15]
         [--growth-concurrency 4] [--max-new-tokens 32] [--max-retries 0] [--model default]
-        [--num-threads 1] [--split test] [--out bench.json]
+        [--num-threads 1] [--linear-level 8] [--split test] [--out bench.json]
 """
 
 from __future__ import annotations
@@ -222,6 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     # One thread: on a shared, oversubscribed CPU it was much faster than two (docs/llm.md).
     parser.add_argument("--num-threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument(
+        "--linear-level",
+        type=int,
+        default=8,
+        help="games at which to compare the decode steps' linear layers (0: skip)",
+    )
     parser.add_argument("--split", default="test")
     parser.add_argument("--out", default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
@@ -259,22 +269,25 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     load_seconds = time.perf_counter() - load_start
-    # Same weights, no cache: the only difference between the two policies.
-    plain_backend = HFBackend.from_model(
-        cached.backend.model,
-        cached.backend.tokenizer,
-        model_name=cached.backend.model_name,
-        max_batch_size=overrides["max_batch_size"],
-        kv_cache=False,
-    )
-    plain_backend.num_threads = cached.backend.num_threads
-    uncached = LLMPolicy(
-        plain_backend, name="defender-uncached", temperature=0.0, max_new_tokens=args.max_new_tokens
-    )
-    modes = {"cached": cached, "uncached": uncached}
+
+    def same_weights(name: str, **backend_options: Any) -> LLMPolicy:
+        """The cached policy's weights behind another backend setting."""
+        backend = HFBackend.from_model(
+            cached.backend.model,
+            cached.backend.tokenizer,
+            model_name=cached.backend.model_name,
+            max_batch_size=overrides["max_batch_size"],
+            **backend_options,
+        )
+        backend.num_threads = cached.backend.num_threads
+        return LLMPolicy(backend, name=name, temperature=0.0, max_new_tokens=args.max_new_tokens)
+
+    # No cache: the only difference between the two policies.
+    modes = {"cached": cached, "uncached": same_weights("defender-uncached", kv_cache=False)}
 
     identical = True
     level_results = []
+    cached_answers: dict[int, list[list[str]]] = {}
     for concurrency in levels:
         entry: dict[str, Any] = {"concurrency": concurrency, "games": concurrency}
         answers = {}
@@ -283,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
                 policy, concurrency, concurrency, args.turns, args, f"c{concurrency}"
             )
             _log(f"level {concurrency} {mode}: {json.dumps(entry[mode])}")
+        cached_answers[concurrency] = answers["cached"]
         same = answers["cached"] == answers["uncached"]
         identical &= same
         entry["identical_greedy"] = same
@@ -317,6 +331,27 @@ def main(argv: list[str] | None = None) -> int:
             "exponent_prefill_tokens": _fit_exponent(growth_turns, prefill),
         }
 
+    linear: dict[str, Any] | None = None
+    if args.linear_level > 0:
+        plain = same_weights("defender-cached-plain-linear", small_batch_linear=False)
+        level = args.linear_level
+        fast = next((e["cached"] for e in level_results if e["concurrency"] == level), None)
+        if fast is None:
+            fast, cached_answers[level] = play(cached, level, level, args.turns, args, f"c{level}")
+        plain_result, plain_answers = play(plain, level, level, args.turns, args, f"c{level}")
+        _log(f"level {level} cached, F.linear: {json.dumps(plain_result)}")
+        linear = {
+            "concurrency": level,
+            "episodes_per_min": {
+                "small_batch": fast["episodes_per_min"],
+                "f_linear": plain_result["episodes_per_min"],
+            },
+            "small_batch_vs_f_linear": round(
+                fast["episodes_per_min"] / plain_result["episodes_per_min"], 3
+            ),
+            "identical_greedy": cached_answers[level] == plain_answers,
+        }
+
     by_level = {e["concurrency"]: e for e in level_results}
     one, top = by_level.get(1), by_level.get(max(levels))
     import torch
@@ -344,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         else None,
         "growth": growth,
         "identical_greedy": identical,
+        "small_batch_linear": linear,
         # ru_maxrss is in KiB on Linux.
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "cache": cached.backend.cache_stats(),

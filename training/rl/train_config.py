@@ -265,6 +265,12 @@ class TrainConfig(BaseModel):
         "null = the engine's default (agents.llm.kv_cache.DEFAULT_MAX_CACHED_TOKENS).",
         ge=1,
     )
+    small_batch_linear: bool = _f(
+        True,
+        "Run the decode steps' linear layers as weight @ x.T on CPU for 2-64 rows "
+        "(agents.llm.small_batch: the same values up to float rounding, faster there); false "
+        "keeps F.linear.",
+    )
     stop_at_answer: bool = _f(
         True,
         "Stop a turn once its protocol answer is complete (JSON object / ANSWER: line); the "

@@ -31,6 +31,9 @@
   universe's names that a reply writes spelled exactly (`ReplyNameConstraint`). `LLMPolicy`
   passes each turn's role and names (`answer_options=`, read from the observation) to a
   backend with any of them on. All off by default.
+- `small_batch_linear=True` (the default) runs a decode step's linear layers as `weight @ x.T`
+  on CPU for 2-64 rows (`agents.llm.small_batch`: the same values up to float rounding, faster
+  there); `False` keeps `F.linear`, to compare.
 - A prompt that would need positions past `context_window` (prompt + `max_new_tokens`) raises
   `ContextWindowExceeded` before anything is generated.
 - `generate_ids` returns token ids and per-token log-probs for token-in/token-out training;
@@ -214,6 +217,7 @@ class HFBackend(TokenizerChatMixin):
         constrain_format: bool = False,
         constrain_beliefs: bool = False,
         constrain_replies: bool = False,
+        small_batch_linear: bool = True,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
@@ -232,6 +236,7 @@ class HFBackend(TokenizerChatMixin):
             constrain_format=constrain_format,
             constrain_beliefs=constrain_beliefs,
             constrain_replies=constrain_replies,
+            small_batch_linear=small_batch_linear,
         )
         self.num_threads = num_threads
         self.checkpoint = resolve_model(model)[0]
@@ -254,6 +259,7 @@ class HFBackend(TokenizerChatMixin):
         constrain_format: bool = False,
         constrain_beliefs: bool = False,
         constrain_replies: bool = False,
+        small_batch_linear: bool = True,
     ) -> HFBackend:
         """Wrap an already loaded model (e.g. the trainer's policy) without copying it.
 
@@ -273,6 +279,7 @@ class HFBackend(TokenizerChatMixin):
             constrain_format=constrain_format,
             constrain_beliefs=constrain_beliefs,
             constrain_replies=constrain_replies,
+            small_batch_linear=small_batch_linear,
         )
         backend.num_threads = None
         backend.checkpoint = str(getattr(model, "name_or_path", model_name))
@@ -292,6 +299,7 @@ class HFBackend(TokenizerChatMixin):
         constrain_format: bool = False,
         constrain_beliefs: bool = False,
         constrain_replies: bool = False,
+        small_batch_linear: bool = True,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -317,6 +325,7 @@ class HFBackend(TokenizerChatMixin):
             pad_token_id=tokenizer.pad_token_id,
             context_window=self.context_window,
             store=KVCacheStore(kv_cache_max_tokens) if kv_cache else None,
+            small_batch_linear=small_batch_linear,
         )
 
     @property
@@ -454,6 +463,7 @@ class HFBackend(TokenizerChatMixin):
             "constrain_format": self.constrain_format,
             "constrain_beliefs": self.constrain_beliefs,
             "constrain_replies": self.constrain_replies,
+            "small_batch_linear": self.engine.small_batch_linear,
         }
 
     def close(self) -> None:
