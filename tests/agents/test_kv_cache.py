@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from tomgym.agents.llm.stopping import answer_complete
 
+from tests.agents.engines import chat_prompts
+
 LOGPROB_TOLERANCE = 1e-4
 
 
@@ -352,15 +354,7 @@ def test_rows_finishing_at_different_steps_equal_rows_decoded_alone(loaded):
         return len(ids) >= 2 + ids[0] % 8
 
     texts = ["Name a colour.", "Count to ten.", "Say hello.", "List three fruits.", "Why?"]
-    prompts = [
-        tokenizer(
-            tokenizer.apply_chat_template(
-                [{"role": "user", "content": t}], add_generation_prompt=True, tokenize=False
-            ),
-            add_special_tokens=False,
-        )["input_ids"]
-        for t in texts
-    ]
+    prompts = chat_prompts(tokenizer, texts)
     follow = tokenizer("\nuser\nAnd then?\nassistant\n", add_special_tokens=False)["input_ids"]
     keys = [f"g{i}" for i in range(len(prompts))]
     batched, alone = engine(), engine()

@@ -16,6 +16,8 @@ torch = pytest.importorskip("torch")
 from tomgym.agents.llm import small_batch  # noqa: E402
 from tomgym.agents.llm.small_batch import SMALL_BATCH_ROWS, small_batch_linear  # noqa: E402
 
+from tests.agents.engines import chat_prompts, uncached_engine  # noqa: E402
+
 TOLERANCE = 1e-4
 
 
@@ -95,40 +97,17 @@ def test_the_block_restores_exactly_what_it_patched_and_nests() -> None:
     assert all("forward" not in vars(m) for m in net)
 
 
-def test_bundled_model_decodes_the_same_with_either_product() -> None:
-    pytest.importorskip("transformers")
-    from tomgym.agents.default_model import DefaultModelError
-    from tomgym.agents.llm.backends.hf import load_hf_model
-    from tomgym.agents.llm.kv_cache import CachedGenerator, KVCacheStore
-
-    try:
-        model, tokenizer = load_hf_model("default", device="cpu", dtype="float32")
-    except DefaultModelError as exc:
-        pytest.skip(str(exc))
+def test_bundled_model_decodes_the_same_with_either_product(loaded: tuple[Any, Any]) -> None:
+    model, tokenizer = loaded
     texts = ("Name a city in France.", "What is 2 + 2?", "Say hello to Ana.", "Hi!")
-    prompts = [
-        tokenizer(
-            tokenizer.apply_chat_template(
-                [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
-            ),
-            add_special_tokens=False,
-        )["input_ids"]
-        for text in texts
-    ]
-    runs = []
-    for fast in (False, True):
-        generator = CachedGenerator(
-            model,
-            eos_token_ids=[tokenizer.eos_token_id],
-            pad_token_id=tokenizer.pad_token_id,
-            context_window=None,
-            store=KVCacheStore(),
-            small_batch_linear=fast,
+    prompts = chat_prompts(tokenizer, texts)
+    slow, fast = (
+        uncached_engine(model, tokenizer, small_batch_linear=on).generate(
+            prompts, max_new_tokens=24
         )
-        runs.append(generator.generate(prompts, max_new_tokens=24))
+        for on in (False, True)
+    )
     assert all("forward" not in vars(m) for m in model.modules())
-    for slow, fast in zip(*runs, strict=True):
-        assert fast.ids == slow.ids
-        assert (
-            max(abs(a - b) for a, b in zip(fast.logprobs, slow.logprobs, strict=True)) < TOLERANCE
-        )
+    for a, b in zip(slow, fast, strict=True):
+        assert b.ids == a.ids
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < TOLERANCE
