@@ -17,9 +17,11 @@ Measured, each for the cached and the uncached policy:
 - `identical_greedy`: every defender answer of every episode is the same with and without cache;
 - the peak resident memory of the process and the peak number of cached tokens;
 - `small_batch_linear`: at `--linear-level` games (8 by default; 0 skips it), the cached policy
-  once more with `small_batch_linear=false` (`F.linear` in the decode steps instead of
-  `weight @ x.T`, `agents.llm.small_batch`): episodes/min both ways, their ratio, and whether the
-  greedy answers were identical.
+  with and without the small-batch linear path (`F.linear` in the decode steps instead of
+  `weight @ x.T`, `agents.llm.small_batch`), in `--linear-pairs` interleaved pairs (AB BA AB ...,
+  so a machine whose speed drifts during the run does not favour the one played last): each
+  run's episodes/min, the ratio of the medians, each pair's ratio, and whether every run's greedy
+  answers were identical to the cached level's.
 
 The defaults (32 new tokens per answer, growth at 4 games, one torch thread) keep the run to
 about 20 minutes on a shared 2-core CPU; raise them for realistic workloads.
@@ -33,7 +35,7 @@ Progress goes to stderr; the last line of stdout is one JSON object:
 
     python -m bench.bench_rollout [--levels 1,8,32] [--turns 8] [--growth-turns 4,8,15]
         [--growth-concurrency 4] [--max-new-tokens 32] [--max-retries 0] [--model default]
-        [--num-threads 1] [--linear-level 8] [--split test] [--out bench.json]
+        [--num-threads 1] [--linear-level 8] [--linear-pairs 2] [--split test] [--out bench.json]
 """
 
 from __future__ import annotations
@@ -190,6 +192,38 @@ def play(
     return result, [_defender_answers(r) for r in ordered]
 
 
+def compare_linear(
+    paths: dict[str, Any], args: argparse.Namespace, reference: list[list[str]] | None
+) -> dict[str, Any]:
+    """Both linear paths (`paths`: name -> cached policy, two of them) at `--linear-level` games,
+    `--linear-pairs` times each, the order alternating from pair to pair."""
+    import statistics
+
+    level, pairs = args.linear_level, max(1, args.linear_pairs)
+    names = list(paths)
+    runs: dict[str, list[float]] = {name: [] for name in names}
+    identical = True
+    for pair in range(pairs):
+        for name in names if pair % 2 == 0 else names[::-1]:
+            result, answers = play(paths[name], level, level, args.turns, args, f"c{level}")
+            _log(f"level {level} cached, {name} (pair {pair + 1}): {json.dumps(result)}")
+            runs[name].append(result["episodes_per_min"])
+            if reference is None:
+                reference = answers
+            identical &= answers == reference
+    first, second = names
+    medians = {name: statistics.median(values) for name, values in runs.items()}
+    return {
+        "concurrency": level,
+        "pairs": pairs,
+        "episodes_per_min": runs,
+        "median_episodes_per_min": medians,
+        f"{first}_vs_{second}": round(medians[first] / medians[second], 3),
+        "pair_ratios": [round(a / b, 3) for a, b in zip(runs[first], runs[second], strict=True)],
+        "identical_greedy": identical,
+    }
+
+
 def _fit_exponent(turns: list[int], costs: list[float]) -> float | None:
     """Least-squares slope of log(cost) on log(turns)."""
     points = [(math.log(t), math.log(c)) for t, c in zip(turns, costs, strict=True) if c > 0]
@@ -231,6 +265,12 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=8,
         help="games at which to compare the decode steps' linear layers (0: skip)",
+    )
+    parser.add_argument(
+        "--linear-pairs",
+        type=int,
+        default=2,
+        help="interleaved runs of each linear path at --linear-level (order alternates by pair)",
     )
     parser.add_argument("--split", default="test")
     parser.add_argument("--out", default=None, help="also write the JSON here")
@@ -333,24 +373,14 @@ def main(argv: list[str] | None = None) -> int:
 
     linear: dict[str, Any] | None = None
     if args.linear_level > 0:
-        plain = same_weights("defender-cached-plain-linear", small_batch_linear=False)
-        level = args.linear_level
-        fast = next((e["cached"] for e in level_results if e["concurrency"] == level), None)
-        if fast is None:
-            fast, cached_answers[level] = play(cached, level, level, args.turns, args, f"c{level}")
-        plain_result, plain_answers = play(plain, level, level, args.turns, args, f"c{level}")
-        _log(f"level {level} cached, F.linear: {json.dumps(plain_result)}")
-        linear = {
-            "concurrency": level,
-            "episodes_per_min": {
-                "small_batch": fast["episodes_per_min"],
-                "f_linear": plain_result["episodes_per_min"],
+        linear = compare_linear(
+            {
+                "small_batch": cached,
+                "f_linear": same_weights("defender-cached-plain-linear", small_batch_linear=False),
             },
-            "small_batch_vs_f_linear": round(
-                fast["episodes_per_min"] / plain_result["episodes_per_min"], 3
-            ),
-            "identical_greedy": cached_answers[level] == plain_answers,
-        }
+            args,
+            reference=cached_answers.get(args.linear_level),
+        )
 
     by_level = {e["concurrency"]: e for e in level_results}
     one, top = by_level.get(1), by_level.get(max(levels))

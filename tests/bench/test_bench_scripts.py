@@ -94,3 +94,35 @@ def test_gpu_check_configs_are_valid_training_configs(tmp_path, backend: str) ->
     assert {k: other[k] for k in same if k in other and not k.startswith("vllm_")} == {
         k: v for k, v in same.items() if not k.startswith("vllm_")
     }
+
+
+def test_rollout_linear_comparison_interleaves_its_pairs(monkeypatch) -> None:
+    """AB BA AB: a machine that slows down during the run must not favour the path played last."""
+    import argparse
+
+    import bench.bench_rollout as bench
+
+    played: list[str] = []
+    speed = iter([10.0, 7.0, 6.0, 9.0, 8.0, 5.0])  # the machine drifts; paths alternate first
+
+    def fake_play(policy, concurrency, games, turns, args, tag):
+        played.append(policy)
+        answers = [["same"]] if policy != "odd" else [["other"]]
+        return {"episodes_per_min": next(speed)}, answers
+
+    monkeypatch.setattr(bench, "play", fake_play)
+    args = argparse.Namespace(linear_level=4, linear_pairs=3, turns=2)
+    result = bench.compare_linear({"small_batch": "a", "f_linear": "b"}, args, [["same"]])
+    assert played == ["a", "b", "b", "a", "a", "b"]
+    assert result["episodes_per_min"] == {
+        "small_batch": [10.0, 9.0, 8.0],
+        "f_linear": [7.0, 6.0, 5.0],
+    }
+    assert result["small_batch_vs_f_linear"] == round(9.0 / 6.0, 3)
+    assert result["pair_ratios"] == [round(10 / 7, 3), 1.5, 1.6]
+    assert result["identical_greedy"] is True
+
+    speed = iter([1.0, 1.0])
+    played.clear()
+    args.linear_pairs = 1
+    assert bench.compare_linear({"x": "a", "y": "odd"}, args, None)["identical_greedy"] is False
