@@ -199,7 +199,7 @@ def compare_linear(
     `--linear-pairs` times each, the order alternating from pair to pair."""
     import statistics
 
-    level, pairs = args.linear_level, max(1, args.linear_pairs)
+    level, pairs = args.linear_level, args.linear_pairs
     names = list(paths)
     runs: dict[str, list[float]] = {name: [] for name in names}
     identical = True
@@ -278,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         levels = _int_list(args.levels, "--levels")
         growth_turns = _int_list(args.growth_turns, "--growth-turns") if args.growth_turns else []
+        if args.linear_pairs < 1:
+            raise ValueError(f"--linear-pairs must be at least 1, got {args.linear_pairs}")
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -126,3 +126,10 @@ def test_rollout_linear_comparison_interleaves_its_pairs(monkeypatch) -> None:
     played.clear()
     args.linear_pairs = 1
     assert bench.compare_linear({"x": "a", "y": "odd"}, args, None)["identical_greedy"] is False
+
+
+def test_rollout_benchmark_refuses_an_empty_linear_comparison(capsys) -> None:
+    from bench.bench_rollout import main
+
+    assert main(["--linear-pairs", "0"]) == 1
+    assert "--linear-pairs must be at least 1" in capsys.readouterr().err
