@@ -23,8 +23,9 @@ Measured, each for the cached and the uncached policy:
   run's episodes/min, the ratio of the medians, each pair's ratio, and whether every run's greedy
   answers were identical to the cached level's.
 
-The defaults (32 new tokens per answer, growth at 4 games, one torch thread) keep the run to
-about 20 minutes on a shared 2-core CPU; raise them for realistic workloads.
+The defaults (32 new tokens per answer, growth at 4 games, one torch thread) keep the run short
+on a 2-core CPU (the README's table: one 33-minute run, before the linear comparison, which plays
+the `--linear-level` level `2 x --linear-pairs` more times); raise them for realistic workloads.
 
 Progress goes to stderr; the last line of stdout is one JSON object:
 
@@ -44,6 +45,7 @@ import argparse
 import json
 import math
 import resource
+import statistics
 import sys
 import time
 from typing import Any
@@ -197,8 +199,6 @@ def compare_linear(
 ) -> dict[str, Any]:
     """Both linear paths (`paths`: name -> cached policy, two of them) at `--linear-level` games,
     `--linear-pairs` times each, the order alternating from pair to pair."""
-    import statistics
-
     level, pairs = args.linear_level, args.linear_pairs
     names = list(paths)
     runs: dict[str, list[float]] = {name: [] for name in names}
