@@ -324,6 +324,37 @@ class CountingBackend:
         pass
 
 
+def test_every_spec_option_is_a_backend_keyword():
+    """An option the spec grammar accepts reaches a constructor keyword (a typo in either list
+    would otherwise fail only when a model loads); the hf options are exactly its keywords."""
+    import dataclasses
+    import inspect
+
+    from tomgym.agents.llm.backends.hf import HFBackend, HFGenerationOptions
+    from tomgym.agents.llm.backends.openai_compat import OpenAICompatBackend
+    from tomgym.agents.specs import BACKEND_OPTION_TYPES
+
+    def keywords(cls: type) -> set[str]:
+        parameters = inspect.signature(cls.__init__).parameters.values()
+        return {p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+    generation = {field.name for field in dataclasses.fields(HFGenerationOptions)}
+    hf_keywords = keywords(HFBackend) - {"model_name"} | generation
+    assert set(BACKEND_OPTION_TYPES["hf"]) == hf_keywords
+    assert set(BACKEND_OPTION_TYPES["openai"]) <= keywords(OpenAICompatBackend)
+
+
+def test_hf_generation_options_are_checked_before_loading():
+    from tomgym.agents.llm.backends.hf import HFBackend
+
+    with pytest.raises(TypeError, match="unknown HFBackend option.*colour.*known:.*kv_cache"):
+        HFBackend("no/such-model", colour="red")
+    with pytest.raises(ValueError, match="max_batch_size must be >= 1, got 0"):
+        HFBackend("no/such-model", max_batch_size=0)
+    with pytest.raises(ValueError, match="kv_cache_max_tokens must be >= 1"):
+        HFBackend("no/such-model", kv_cache_max_tokens=0)
+
+
 def hf_turns(game: str) -> list[Turn]:
     return [
         Turn(game, f"agent{i}", obs(q, system="You answer in a few words."))

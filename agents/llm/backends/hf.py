@@ -38,6 +38,8 @@
   `ContextWindowExceeded` before anything is generated.
 - `generate_ids` returns token ids and per-token log-probs for token-in/token-out training;
   `load_hf_model` is the loader the trainer reuses.
+- The generation switches above (and `max_batch_size`) are the fields of `HFGenerationOptions`:
+  both constructors take them as keywords and the `hf:` spec options name them.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ import logging
 import os
 import time
 from collections.abc import Hashable, Iterator, Sequence
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +73,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ContextWindowExceeded", "HFBackend", "load_hf_model", "resolve_model"]
+__all__ = [
+    "ContextWindowExceeded",
+    "HFBackend",
+    "HFGenerationOptions",
+    "load_hf_model",
+    "resolve_model",
+]
 
 _DTYPES = {
     "float32": torch.float32,
@@ -195,8 +204,44 @@ def _torch_threads(num_threads: int | None) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
+@dataclass(frozen=True)
+class HFGenerationOptions:
+    """How an `HFBackend` generates (module doc); each field is the `hf:` spec option of its name."""
+
+    max_batch_size: int = 32
+    kv_cache: bool = True
+    kv_cache_max_tokens: int = DEFAULT_MAX_CACHED_TOKENS
+    stop_at_answer: bool = True
+    constrain_format: bool = False
+    constrain_beliefs: bool = False
+    constrain_replies: bool = False
+    small_batch_linear: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {self.max_batch_size}")
+        if self.kv_cache_max_tokens < 1:
+            raise ValueError(f"kv_cache_max_tokens must be >= 1, got {self.kv_cache_max_tokens}")
+
+    @classmethod
+    def from_keywords(cls, options: dict[str, Any]) -> HFGenerationOptions:
+        """The options named in `options`; an unknown name is a TypeError that lists the known."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TypeError(
+                f"unknown HFBackend option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
+        return cls(**options)
+
+
 class HFBackend(TokenizerChatMixin):
-    """transformers generation backend (see module docstring for the contract)."""
+    """transformers generation backend (see module docstring for the contract).
+
+    `options` holds the generation switches (`HFGenerationOptions`); `max_batch_size`,
+    `stop_at_answer` and the answer constraints' flags are also attributes, where the policy and
+    `agents.llm.constraints` read them.
+    """
 
     kind = "hf"
 
@@ -208,36 +253,19 @@ class HFBackend(TokenizerChatMixin):
         device: str = "auto",
         dtype: str | torch.dtype = "auto",
         device_map: str | dict[str, Any] | None = None,
-        max_batch_size: int = 32,
         num_threads: int | None = None,
         model_name: str | None = None,
-        kv_cache: bool = True,
-        kv_cache_max_tokens: int = DEFAULT_MAX_CACHED_TOKENS,
-        stop_at_answer: bool = True,
-        constrain_format: bool = False,
-        constrain_beliefs: bool = False,
-        constrain_replies: bool = False,
-        small_batch_linear: bool = True,
+        **options: Any,
     ) -> None:
-        if max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        """Load `model` (`default`, a hub id or a local checkpoint, plus an optional LoRA
+        `adapter`); `options` are `HFGenerationOptions` fields."""
+        generation = HFGenerationOptions.from_keywords(options)
         if num_threads is not None and num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {num_threads}")
         hf_model, tokenizer = load_hf_model(
             model, adapter=adapter, device=device, dtype=dtype, device_map=device_map
         )
-        self._setup(
-            hf_model,
-            tokenizer,
-            max_batch_size=max_batch_size,
-            kv_cache=kv_cache,
-            kv_cache_max_tokens=kv_cache_max_tokens,
-            stop_at_answer=stop_at_answer,
-            constrain_format=constrain_format,
-            constrain_beliefs=constrain_beliefs,
-            constrain_replies=constrain_replies,
-            small_batch_linear=small_batch_linear,
-        )
+        self._setup(hf_model, tokenizer, generation)
         self.num_threads = num_threads
         self.checkpoint = resolve_model(model)[0]
         self.adapter = str(Path(adapter).expanduser()) if adapter is not None else None
@@ -247,63 +275,34 @@ class HFBackend(TokenizerChatMixin):
 
     @classmethod
     def from_model(
-        cls,
-        model: Any,
-        tokenizer: Any,
-        *,
-        model_name: str = "in-memory",
-        max_batch_size: int = 32,
-        kv_cache: bool = True,
-        kv_cache_max_tokens: int = DEFAULT_MAX_CACHED_TOKENS,
-        stop_at_answer: bool = True,
-        constrain_format: bool = False,
-        constrain_beliefs: bool = False,
-        constrain_replies: bool = False,
-        small_batch_linear: bool = True,
+        cls, model: Any, tokenizer: Any, *, model_name: str = "in-memory", **options: Any
     ) -> HFBackend:
-        """Wrap an already loaded model (e.g. the trainer's policy) without copying it.
+        """Wrap an already loaded model (e.g. the trainer's policy) without copying it;
+        `options` are `HFGenerationOptions` fields.
 
         The caller owns the weights: call `invalidate_cache()` after every change to them.
         """
+        generation = HFGenerationOptions.from_keywords(options)
         backend = cls.__new__(cls)
         tokenizer.padding_side = "left"
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
-        backend._setup(
-            model,
-            tokenizer,
-            max_batch_size=max_batch_size,
-            kv_cache=kv_cache,
-            kv_cache_max_tokens=kv_cache_max_tokens,
-            stop_at_answer=stop_at_answer,
-            constrain_format=constrain_format,
-            constrain_beliefs=constrain_beliefs,
-            constrain_replies=constrain_replies,
-            small_batch_linear=small_batch_linear,
-        )
+        backend._setup(model, tokenizer, generation)
         backend.num_threads = None
         backend.checkpoint = str(getattr(model, "name_or_path", model_name))
         backend.adapter = None
         backend.model_name = model_name
         return backend
 
-    def _setup(
-        self,
-        model: Any,
-        tokenizer: Any,
-        *,
-        max_batch_size: int,
-        kv_cache: bool,
-        kv_cache_max_tokens: int,
-        stop_at_answer: bool,
-        constrain_format: bool = False,
-        constrain_beliefs: bool = False,
-        constrain_replies: bool = False,
-        small_batch_linear: bool = True,
-    ) -> None:
+    def _setup(self, model: Any, tokenizer: Any, options: HFGenerationOptions) -> None:
         self.model = model
         self.tokenizer = tokenizer
-        self.max_batch_size = max_batch_size
+        self.options = options
+        self.max_batch_size = options.max_batch_size
+        self.stop_at_answer = options.stop_at_answer
+        self.constrain_format = options.constrain_format
+        self.constrain_beliefs = options.constrain_beliefs
+        self.constrain_replies = options.constrain_replies
         self.stats = BackendStats()
         config = model.config
         self.context_window: int | None = getattr(config, "max_position_embeddings", None)
@@ -314,18 +313,14 @@ class HFBackend(TokenizerChatMixin):
         if not eos_ids:
             raise BackendError("model defines no end-of-sequence token; cannot stop generation")
         self.eos_token_ids = sorted(eos_ids)
-        self.stop_at_answer = bool(stop_at_answer)
-        self.constrain_format = bool(constrain_format)
-        self.constrain_beliefs = bool(constrain_beliefs)
-        self.constrain_replies = bool(constrain_replies)
         self._answer_stop = answer_stop(tokenizer)
         self.engine = CachedGenerator(
             model,
             eos_token_ids=self.eos_token_ids,
             pad_token_id=tokenizer.pad_token_id,
             context_window=self.context_window,
-            store=KVCacheStore(kv_cache_max_tokens) if kv_cache else None,
-            small_batch_linear=small_batch_linear,
+            store=KVCacheStore(options.kv_cache_max_tokens) if options.kv_cache else None,
+            small_batch_linear=options.small_batch_linear,
         )
 
     @property
@@ -455,15 +450,11 @@ class HFBackend(TokenizerChatMixin):
             "device": str(self.device),
             "dtype": str(self.model.dtype).removeprefix("torch."),
             "num_threads": self.num_threads,
-            "kv_cache": self.kv_cache,
+            **asdict(self.options),
+            # Reported as None when there is no cache to bound.
             "kv_cache_max_tokens": (
                 self.engine.store.max_tokens if self.engine.store is not None else None
             ),
-            "stop_at_answer": self.stop_at_answer,
-            "constrain_format": self.constrain_format,
-            "constrain_beliefs": self.constrain_beliefs,
-            "constrain_replies": self.constrain_replies,
-            "small_batch_linear": self.engine.small_batch_linear,
         }
 
     def close(self) -> None:
