@@ -238,9 +238,9 @@ class HFGenerationOptions:
 class HFBackend(TokenizerChatMixin):
     """transformers generation backend (see module docstring for the contract).
 
-    `options` holds the generation switches (`HFGenerationOptions`); `max_batch_size`,
-    `stop_at_answer` and the answer constraints' flags are also attributes, where the policy and
-    `agents.llm.constraints` read them.
+    `options` holds the generation switches (`HFGenerationOptions`); the answer constraints'
+    flags are also attributes, where the policy and `agents.llm.constraints` read them (as on the
+    trainer's generate function).
     """
 
     kind = "hf"
@@ -298,8 +298,6 @@ class HFBackend(TokenizerChatMixin):
         self.model = model
         self.tokenizer = tokenizer
         self.options = options
-        self.max_batch_size = options.max_batch_size
-        self.stop_at_answer = options.stop_at_answer
         self.constrain_format = options.constrain_format
         self.constrain_beliefs = options.constrain_beliefs
         self.constrain_replies = options.constrain_replies
@@ -388,7 +386,7 @@ class HFBackend(TokenizerChatMixin):
             raise ValueError(f"{len(answer_options)} answer_options for {len(prompts)} prompts")
         constraints = generator_rules(self, answer_options)
         start = time.perf_counter()
-        stop_when = self._answer_stop if self.stop_at_answer else None
+        stop_when = self._answer_stop if self.options.stop_at_answer else None
         cuda_devices = [self.device] if self.device.type == "cuda" else []
         with _torch_threads(self.num_threads), torch.random.fork_rng(devices=cuda_devices):
             if seed is not None:
@@ -400,7 +398,7 @@ class HFBackend(TokenizerChatMixin):
                 temperature=temperature,
                 top_p=top_p,
                 stop_when=stop_when,
-                max_batch_size=self.max_batch_size,
+                max_batch_size=self.options.max_batch_size,
                 constraints=constraints,
             )
         results = []
