@@ -13,6 +13,7 @@ import pytest
 
 SCRIPTS = [
     "bench.bench_envs",
+    "bench.bench_heldout",
     "bench.bench_learning",
     "bench.bench_replicates",
     "bench.bench_rollout",
@@ -133,3 +134,42 @@ def test_rollout_benchmark_refuses_an_empty_linear_comparison(capsys) -> None:
 
     assert main(["--linear-pairs", "0"]) == 1
     assert "--linear-pairs must be at least 1" in capsys.readouterr().err
+
+
+def test_heldout_pool_pairs_two_policies_over_every_split_of_an_untrained_seed(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Scripted defenders stand in for the two models: the ToM heuristic fools the base attacker
+    at prior level 2 where the naive liar is detected, so the paired gain must leave zero; a
+    second call reads the finished evaluations instead of replaying them."""
+    from bench.bench_heldout import main
+
+    out = tmp_path / "heldout"
+    argv = [
+        "--warmstart-spec", "scripted:naive", "--grpo-spec", "scripted:tom_heuristic",
+        "--splits", "validation", "test", "--out", str(out), "--concurrency", "8",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    pool = report["pool"]
+    assert pool["benchmark_seed"] == 1 and pool["trained_on"]["benchmark_seed"] == 0
+    assert pool["scenarios_in_pool"] == report["scenarios"] == report["games"] == 40
+    assert pool["overlap"] == {"universes": 0, "true_paths": 0}
+    assert set(report["by_split"]) == {"validation", "test"}
+    assert sum(part["games"] for part in report["by_split"].values()) == 40
+    gain = report["grpo_minus_warmstart_fooled"]
+    assert gain["n"] == 40 and gain["ci95"][0] > 0 and gain["up"] > gain["down"]
+    assert report["fooled_rate"]["grpo"] > report["fooled_rate"]["naive_liar"]
+    assert sum(report["loss_reasons"]["grpo"].values()) == 40
+    assert json.loads((out / "bench_heldout.json").read_text())["games"] == 40
+
+    games = out / "test" / "eval_grpo_constrained" / "games.jsonl"
+    stamp = games.stat().st_mtime_ns
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["games"] == 40
+    assert games.stat().st_mtime_ns == stamp
+    # The same folder asked for another policy holds another evaluation: refused, not mixed.
+    with pytest.raises(ValueError, match="other settings"):
+        main([*argv, "--grpo-spec", "scripted:naive"])
+    with pytest.raises(SystemExit, match="training pool"):
+        main([*argv, "--benchmark-seed", "0"])

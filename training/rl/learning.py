@@ -206,16 +206,21 @@ def stage_spec(
 def score_stage(
     spec: str,
     cfg: TrainConfig,
-    games: int,
+    games: int | None,
     folder: Path,
     *,
     episodes: int = 1,
     concurrency: int = 16,
     progress: bool = False,
+    split: str | None = None,
+    benchmark_seed: int = 0,
 ) -> dict[str, dict[str, Any]]:
-    """Evaluate `spec` on `games` held-out scenarios, `episodes` games each (resuming a run in
-    `folder`); per metric ("fooling", "tom", "format"), per game id, the score, and under
-    `SCENARIO` and `LOSS_REASON` the scenario and the loss reason of every game id.
+    """Evaluate `spec` on `games` held-out scenarios (None: all of them), `episodes` games each
+    (resuming a run in `folder`), of `split` (default: the config's `eval_split`) of the
+    benchmark generated with `benchmark_seed`, at the config's prior levels, against its
+    `eval_attackers`, in its `env_config`; per metric ("fooling", "tom", "format"), per game id,
+    the score, and under `SCENARIO` and `LOSS_REASON` the scenario and the loss reason of every
+    game id.
 
     A finished evaluation in `folder` is read, not replayed, when its stored config is the one
     this call would have written (`tomsb_eval_config`; model paths compared resolved); one of
@@ -227,10 +232,11 @@ def score_stage(
 
     settings: dict[str, Any] = {
         "attackers": list(cfg.eval_attackers),
-        "split": cfg.eval_split,
+        "split": split or cfg.eval_split,
         "episodes_per_scenario": episodes,
         "seeds": 1,
         "max_scenarios": games,
+        "benchmark_seed": benchmark_seed,
         "env_config": cfg.env_config,
         "prior_levels": cfg.prior_levels,
     }
