@@ -22,7 +22,8 @@ Prints one JSON object on its last stdout line (also written to OUT/bench_heldou
 `policy_specs`; `fooled_rate`, `tom_accuracy`, `format_ok_rate` per stage;
 `grpo_minus_warmstart_fooled` and `grpo_minus_warmstart_tom` (paired by game, bootstrap over
 scenarios, with the games that went `up` and `down`); `loss_reasons` per stage; `by_split`: the
-same rates and differences per split; `eval_seconds` per stage and split; `wall_seconds`.
+same rates and differences per split; `eval_seconds` per stage and split (near zero for an
+evaluation read back); `wall_seconds`.
 
     python -m bench.bench_heldout (--run RUN | --warmstart-spec SPEC --grpo-spec SPEC)
         [--benchmark-seed 1] [--splits train validation test] [--out runs/bench_heldout/seed1]
