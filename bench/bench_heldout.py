@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     started = time.perf_counter()
     cfg = load_config(argparse.Namespace(config=args.config, seed=0, overrides=args.overrides))
-    trained_seed = int(cfg.env_config.get("benchmark_seed", 0))
+    trained_seed = cfg.benchmark_seed
     if args.benchmark_seed == trained_seed:
         raise SystemExit(
             f"benchmark seed {trained_seed} is the training pool's (env_config.benchmark_seed): "

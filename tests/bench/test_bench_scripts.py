@@ -173,3 +173,25 @@ def test_heldout_pool_pairs_two_policies_over_every_split_of_an_untrained_seed(
         main([*argv, "--grpo-spec", "scripted:naive"])
     with pytest.raises(SystemExit, match="training pool"):
         main([*argv, "--benchmark-seed", "0"])
+
+
+def test_a_config_trained_on_another_benchmark_seed_is_scored_on_that_benchmark(tmp_path) -> None:
+    """`score_stage` defaults to the benchmark the config trains on, and the env looks its
+    scenarios up there too (an `env_config.benchmark_seed` must not pick the games of one
+    benchmark and play them from another)."""
+    from tomgym.envs.tomsb.benchmark import load_benchmark
+    from tomgym.training.rl.learning import score_stage
+    from tomgym.training.run_folder import RunFolder
+
+    from bench.bench_learning import build_parser, load_config
+
+    overrides = ["env_config={max_attacker_turns: 2, max_retries: 1, benchmark_seed: 2}"]
+    cfg = load_config(build_parser(None).parse_args(overrides))
+    assert cfg.benchmark_seed == 2
+    score_stage("scripted:naive", cfg, 6, tmp_path / "eval")
+    records = list(RunFolder(tmp_path / "eval").records())
+    assert len(records) == 6
+    seed_two = load_benchmark(2)
+    for record in records:
+        assert record["env_config"]["benchmark_seed"] == 2
+        assert seed_two.by_id(record["options"]["scenario"]).extra["split"] == "validation"

@@ -12,8 +12,8 @@ game, so every stage goes through the project's own commands and is scored on id
 - `score_stage(spec, cfg, games, folder, episodes=...)`: `tomgym eval tomsb --defender SPEC` on
   the config's evaluation split (or `split=`, of the benchmark of `benchmark_seed=`: a pool never
   trained on, `bench/bench_heldout.py`), attackers, prior levels and env settings, `episodes`
-  greedy games per scenario (each with its own attacker seed); per game (keyed by game id, so stages pair):
-  fooling, ToM (`tom_prior`) and format, under `SCENARIO` each game's scenario and under
+  greedy games per scenario (each with its own attacker seed); per game (keyed by game id, so
+  stages pair): fooling, ToM (`tom_prior`) and format, under `SCENARIO` each game's scenario and under
   `LOSS_REASON` how it ended (`training.eval.loss_reasons`: fooled, or the mistake it was lost on).
 - `stage_spec(model, cfg, adapter, temperature)`: the policy spec of a stage's model, with the
   trainer's turn budget and greedy decoding (or sampling at `temperature`), so anyone can
@@ -214,11 +214,12 @@ def score_stage(
     concurrency: int = 16,
     progress: bool = False,
     split: str | None = None,
-    benchmark_seed: int = 0,
+    benchmark_seed: int | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Evaluate `spec` on `games` held-out scenarios (None: all of them), `episodes` games each
     (resuming a run in `folder`), of `split` (default: the config's `eval_split`) of the
-    benchmark generated with `benchmark_seed`, at the config's prior levels, against its
+    benchmark generated with `benchmark_seed` (default: the one the config trains on,
+    `TrainConfig.benchmark_seed`), at the config's prior levels, against its
     `eval_attackers`, in its `env_config`; per metric ("fooling", "tom", "format"), per game id,
     the score, and under `SCENARIO` and `LOSS_REASON` the scenario and the loss reason of every
     game id.
@@ -237,8 +238,10 @@ def score_stage(
         "episodes_per_scenario": episodes,
         "seeds": 1,
         "max_scenarios": games,
-        "benchmark_seed": benchmark_seed,
-        "env_config": cfg.env_config,
+        "benchmark_seed": cfg.benchmark_seed if benchmark_seed is None else benchmark_seed,
+        # The env would look the scenarios up in its config's benchmark (it overrides the
+        # evaluation's), so the seed is passed once, above.
+        "env_config": {k: v for k, v in cfg.env_config.items() if k != "benchmark_seed"},
         "prior_levels": cfg.prior_levels,
     }
     if (folder / SUMMARY_FILE).is_file():

@@ -432,6 +432,12 @@ class TrainConfig(BaseModel):
         """The answer constraints switched on, in `CONSTRAINT_FLAGS` order."""
         return [flag for flag in CONSTRAINT_FLAGS if getattr(self, flag)]
 
+    @property
+    def benchmark_seed(self) -> int:
+        """The seed of the generated TOM-SB benchmark the trainer draws its games from (and the
+        learning benchmark scores its held-out split of): `env_config`'s, else 0."""
+        return int(self.env_config.get("benchmark_seed", 0))
+
     # ------------------------------------------------------------------ loading
     @classmethod
     def help(cls) -> dict[str, str]:

@@ -95,7 +95,7 @@ def resolve_model_path(spec: str) -> str:
 def tomsb_scenarios(cfg: TrainConfig, split: str) -> list[Any]:
     from tomgym.envs.tomsb.benchmark import load_benchmark
 
-    bench = load_benchmark(int(cfg.env_config.get("benchmark_seed", 0)))
+    bench = load_benchmark(cfg.benchmark_seed)
     scenarios = []
     for level in cfg.prior_levels:
         pool = list(bench.filter(split=split, prior_level=int(level)))
