@@ -72,12 +72,8 @@ def policy_specs(args: argparse.Namespace) -> dict[str, str]:
     if args.run is not None:
         report = Path(args.run) / "bench_learning.json"
         try:
-            specs.update(
-                {
-                    stage: json.loads(report.read_text())["policy_specs"][stage]
-                    for stage in ("warmstart", "grpo")
-                }
-            )
+            run_specs = json.loads(report.read_text())["policy_specs"]
+            specs.update({stage: run_specs[stage] for stage in ("warmstart", "grpo")})
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise SystemExit(f"--run {args.run}: no finished learning report ({exc})") from None
     for stage in ("warmstart", "grpo"):
@@ -142,12 +138,13 @@ def main(argv: list[str] | None = None) -> int:
             "pick another --benchmark-seed, or score its validation split with bench.bench_learning"
         )
     specs = policy_specs(args)
-    levels = set(cfg.prior_levels)
+    levels = sorted(set(cfg.prior_levels))
+    benchmark = load_benchmark(args.benchmark_seed)
     pool = [
         s
         for split in args.splits
-        for s in load_benchmark(args.benchmark_seed).split(split)
-        if s.prior_level in levels
+        for level in levels
+        for s in benchmark.filter(split=split, prior_level=level)
     ]
     overlap = training_overlap(pool, load_benchmark(trained_seed).split("train"))
     out = Path(args.out or f"runs/bench_heldout/seed{args.benchmark_seed}")
@@ -173,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             "benchmark_seed": args.benchmark_seed,
             "trained_on": {"benchmark_seed": trained_seed, "split": "train"},
             "splits": list(args.splits),
-            "prior_levels": sorted(levels),
+            "prior_levels": levels,
             "scenarios_in_pool": len(pool),
             "overlap": overlap,
         },

@@ -13,8 +13,9 @@ game, so every stage goes through the project's own commands and is scored on id
   the config's evaluation split (or `split=`, of the benchmark of `benchmark_seed=`: a pool never
   trained on, `bench/bench_heldout.py`), attackers, prior levels and env settings, `episodes`
   greedy games per scenario (each with its own attacker seed); per game (keyed by game id, so
-  stages pair): fooling, ToM (`tom_prior`) and format, under `SCENARIO` each game's scenario and under
-  `LOSS_REASON` how it ended (`training.eval.loss_reasons`: fooled, or the mistake it was lost on).
+  stages pair): fooling, ToM (`tom_prior`) and format, under `SCENARIO` each game's scenario and
+  under `LOSS_REASON` how it ended (`training.eval.loss_reasons`: fooled, or the mistake it was
+  lost on).
 - `stage_spec(model, cfg, adapter, temperature)`: the policy spec of a stage's model, with the
   trainer's turn budget and greedy decoding (or sampling at `temperature`), so anyone can
   evaluate it elsewhere.
