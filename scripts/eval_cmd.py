@@ -3,7 +3,8 @@
     tomgym eval tomsb --defender SPEC [--attackers base,cross_examiner,deception_aware,bluffing]
         [--split test] [--episodes-per-scenario 2] [--seeds 3] --out DIR [--concurrency 8]
         [--resume] [--max-scenarios N] [--prior-levels 1,2]
-        [--max-attacker-turns T] [--no-report] [--judge SPEC]
+        [--max-attacker-turns T] [--max-retries R] [--prompt-variant NAME] [--no-report]
+        [--judge SPEC]
     tomgym eval tomsb --judge SPEC --out DIR     (LLM-judge the finished run in DIR again)
     tomgym eval decrypto --models a,b [--mode all|competition|adhoc] [--interceptor SPEC]
         [--seeds 3] [--games 32] --out DIR [--concurrency 8] [--resume] [--tom pt,fb]
@@ -73,7 +74,7 @@ def _prior_levels(text: str | None) -> list[int] | None:
 
 def _run_tomsb(args: argparse.Namespace) -> int:
     from tomgym.training.eval.jobs import evaluate_tomsb
-    from tomgym.training.eval.plans import prompt_variant
+    from tomgym.training.eval.plans import GameSettings, check_settings, prompt_variant
 
     if args.defender is None:
         if args.judge is None:
@@ -89,8 +90,13 @@ def _run_tomsb(args: argparse.Namespace) -> int:
 
         judge_label(args.judge)  # a bad judge spec fails before any game is played
     env_config: dict[str, Any] = {}
-    if args.max_attacker_turns is not None:
-        env_config["max_attacker_turns"] = args.max_attacker_turns
+    settings = GameSettings(
+        max_attacker_turns=args.max_attacker_turns, max_retries=args.max_retries
+    )
+    check_settings("tomsb", settings)
+    for name in ("max_attacker_turns", "max_retries"):
+        if getattr(settings, name) is not None:
+            env_config[name] = getattr(settings, name)
     if args.prompt_variant is not None:
         env_config["prompt_variant"] = prompt_variant("tomsb", args.prompt_variant)
     evaluate_tomsb(
@@ -169,6 +175,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `eval` with its `tomsb`, `decrypto` and `replay` subcommands."""
+    from tomgym.training.eval.plans import setting_help
+
     parser = subparsers.add_parser("eval", help="evaluate policies into a run folder")
     kinds = parser.add_subparsers(dest="eval_kind", metavar="{tomsb,decrypto,replay}")
     kinds.required = True
@@ -187,6 +195,7 @@ def add_subparser(subparsers: Any) -> argparse.ArgumentParser:
     tomsb.add_argument("--seeds", type=int, default=3)
     tomsb.add_argument("--max-scenarios", type=int, default=None, help="a stratified subset")
     tomsb.add_argument("--max-attacker-turns", type=int, default=None)
+    tomsb.add_argument("--max-retries", type=int, default=None, help=setting_help("max_retries"))
     tomsb.add_argument(
         "--prior-levels",
         default=None,

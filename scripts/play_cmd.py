@@ -26,6 +26,8 @@ def add_subparser(subparsers: Any) -> None:
 
 
 def add_play_arguments(parser: argparse.ArgumentParser) -> None:
+    from tomgym.training.eval.plans import setting_help
+
     parser.add_argument(
         "--agent",
         action="append",
@@ -63,6 +65,7 @@ def add_play_arguments(parser: argparse.ArgumentParser) -> None:
     tomsb.add_argument("--split", default=None, help="train | validation | test (default test)")
     tomsb.add_argument("--prior-level", type=int, default=None, choices=[0, 1, 2])
     tomsb.add_argument("--max-attacker-turns", type=int, default=None)
+    tomsb.add_argument("--max-retries", type=int, default=None, help=setting_help("max_retries"))
     tomsb.add_argument("--reveal-prior", action="store_true")
 
 
@@ -77,6 +80,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
         split=getattr(args, "split", None),
         prior_level=getattr(args, "prior_level", None),
         max_attacker_turns=getattr(args, "max_attacker_turns", None),
+        max_retries=getattr(args, "max_retries", None),
         reveal_prior=getattr(args, "reveal_prior", False),
         prompt_variant=getattr(args, "prompt_variant", None),
     )

@@ -257,3 +257,21 @@ def test_demo_help_wall_time_matches_the_readme() -> None:
     scratch, cached = claim.groups()
     assert f"{scratch} minutes for `make demo` from scratch" in readme
     assert f"about {cached} minutes with the warm start cached" in readme
+
+
+def test_max_retries_reaches_the_env_and_its_bad_input_is_one_line(capsys, tmp_path: Path) -> None:
+    # The learning benchmark plays with one re-ask; a user reproduces it from the command line.
+    evaluate = ["eval", "tomsb", "--defender", "scripted:naive", "--attackers", "base"]
+    evaluate += ["--seeds", "1", "--episodes-per-scenario", "1", "--max-scenarios", "2"]
+    evaluate += ["--max-attacker-turns", "2", "--no-report", "--quiet"]
+    code, _, err = run(capsys, *evaluate, "--max-retries", "1", "--out", str(tmp_path / "e"))
+    assert code == 0, err
+    assert {r["env_config"]["max_retries"] for r in records(tmp_path / "e")} == {1}
+    code, _, err = run(capsys, "play", "tomsb", *SCRIPTED_TOMSB, "--games", "1",
+                       "--max-retries", "0", "--out", str(tmp_path / "p"))  # fmt: skip
+    assert code == 0, err
+    assert records(tmp_path / "p")[0]["env_config"]["max_retries"] == 0
+    line = one_error(run(capsys, *evaluate, "--max-retries", "-1", "--out", str(tmp_path / "x")))
+    assert "--max-retries must be >= 0, got -1" in line
+    line = one_error(run(capsys, "play", "decrypto", *RANDOM_DECRYPTO, "--max-retries", "2"))
+    assert "--max-retries is a tomsb option" in line

@@ -95,9 +95,22 @@ class GameSettings:
     split: str | None = field(default=None, metadata={"game": "tomsb"})
     prior_level: int | None = field(default=None, metadata={"game": "tomsb"})
     max_attacker_turns: int | None = field(default=None, metadata={"game": "tomsb"})
+    max_retries: int | None = field(
+        default=None,
+        metadata={
+            "game": "tomsb",
+            "help": "re-asks after an invalid answer before the env sends its fallback (env "
+            "default 10; the learning benchmark plays with 1)",
+        },
+    )
     reveal_prior: bool = field(default=False, metadata={"game": "tomsb"})
     # Both games: a Decrypto wording index, or a TOM-SB defender prompt name.
     prompt_variant: str | int | None = None
+
+
+def setting_help(name: str) -> str | None:
+    """The command-line help of a `GameSettings` field, where it has one."""
+    return next(f.metadata.get("help") for f in fields(GameSettings) if f.name == name)
 
 
 def flag(name: str) -> str:
@@ -146,6 +159,8 @@ def check_settings(game: str, settings: GameSettings) -> None:
         value = getattr(settings, name)
         if value is not None and value < 1:
             raise PlanError(f"{flag(name)} must be >= 1, got {value}")
+    if settings.max_retries is not None and settings.max_retries < 0:
+        raise PlanError(f"--max-retries must be >= 0, got {settings.max_retries}")
     if settings.split is not None and settings.split not in SPLITS:
         raise PlanError(f"unknown split {settings.split!r}; splits: {', '.join(SPLITS)}")
     if settings.prior_level is not None and settings.prior_level not in (0, 1, 2):
@@ -176,6 +191,8 @@ def game_plan(
     else:
         if settings.max_attacker_turns is not None:
             env_config["max_attacker_turns"] = settings.max_attacker_turns
+        if settings.max_retries is not None:
+            env_config["max_retries"] = settings.max_retries
         options["split"] = settings.split or "test"
         if settings.prior_level is not None:
             options["prior_level"] = settings.prior_level
