@@ -25,9 +25,18 @@ scenarios, with the games that went `up` and `down`); `loss_reasons` per stage; 
 same rates and differences per split; `eval_seconds` per stage and split (near zero for an
 evaluation read back); `wall_seconds`.
 
+Several pools, one reading (`--pool OUT1 OUT2 ...`): the finished outputs of runs on different
+benchmark seeds with the same policies and settings, read back (nothing is played; a folder
+without its bench_heldout.json, two of one seed, other policies or settings are refused) and
+paired as one pool, each game and scenario kept apart by its seed. Prints the same keys over
+all of them, with `pool.benchmark_seeds` and `by_seed` (each pool's rates and differences) in
+place of `by_split` (also written to OUT/bench_heldout_pooled.json with `--out`).
+
     python -m bench.bench_heldout (--run RUN | --warmstart-spec SPEC --grpo-spec SPEC)
         [--benchmark-seed 1] [--splits train validation test] [--out runs/bench_heldout/seed1]
         [--concurrency 32] [--config CONFIG.yaml] [key=value ...]
+    python -m bench.bench_heldout --pool OUT [OUT ...] [--out DIR] [--config CONFIG.yaml]
+        [key=value ...]
 """
 
 from __future__ import annotations
@@ -42,6 +51,8 @@ from typing import Any
 
 from bench.bench_learning import load_config
 
+POOLED_REPORT = "bench_heldout_pooled.json"
+"""Where `--pool --out DIR` writes its report (not bench_heldout.json: it is no one seed's)."""
 STAGES = ("naive_liar", "warmstart", "grpo")
 """Scored in this order: the reference first (seconds), then the two models paired."""
 
@@ -60,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", default=None, help="default: runs/bench_heldout/seed<S>")
     parser.add_argument("--concurrency", type=int, default=32, help="games played at once")
     parser.add_argument("--config", default=None, help="default: training/configs/cpu_demo.yaml")
+    parser.add_argument(
+        "--pool",
+        nargs="+",
+        default=None,
+        metavar="OUT",
+        help="read finished outputs of other benchmark seeds and pair them as one pool",
+    )
     parser.add_argument("overrides", nargs="*", help="key=value config overrides (as tomgym train)")
     return parser
 
@@ -122,6 +140,82 @@ def summary(scores: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
     return report
 
 
+def seed_keyed(part: dict[str, dict[str, Any]], seed: int) -> dict[str, dict[str, Any]]:
+    """`score_stage` results with every game id, and every scenario id, prefixed by its
+    benchmark seed: each seed's benchmark numbers its scenarios (and so its games) alike."""
+    from tomgym.training.rl.learning import SCENARIO
+
+    return {
+        metric: {
+            f"seed{seed}/{game}": f"seed{seed}/{value}" if metric == SCENARIO else value
+            for game, value in values.items()
+        }
+        for metric, values in part.items()
+    }
+
+
+def pooled_report(args: argparse.Namespace, cfg: Any) -> dict[str, Any]:
+    """The finished outputs in `args.pool`, read back and paired as one pool (module doc)."""
+    from tomgym.training.eval.loss_reasons import count_reasons
+    from tomgym.training.rl.learning import LOSS_REASON, score_stage, stage_folder
+
+    reports = []
+    for folder in map(Path, args.pool):
+        try:
+            reports.append((folder, json.loads((folder / "bench_heldout.json").read_text())))
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"--pool {folder}: no finished held-out report ({exc})") from None
+    seeds = [report["pool"]["benchmark_seed"] for _, report in reports]
+    if len(set(seeds)) < len(seeds):
+        raise SystemExit(f"--pool: one benchmark seed twice ({seeds}); pool different seeds")
+    specs = reports[0][1]["policy_specs"]
+    for folder, report in reports[1:]:
+        if report["policy_specs"] != specs:
+            raise SystemExit(
+                f"--pool {folder}: other policies than {reports[0][0]} "
+                f"({report['policy_specs']} vs {specs})"
+            )
+    by_seed: dict[int, dict[str, dict[str, dict[str, Any]]]] = {}
+    for (folder, report), seed in zip(reports, seeds, strict=True):
+        by_seed[seed] = {
+            stage: seed_keyed(
+                merged(
+                    [
+                        score_stage(  # finished, so read back: a mismatch raises, never replays
+                            specs[stage],
+                            cfg,
+                            None,
+                            folder / split / stage_folder(stage, cfg, 1),
+                            split=split,
+                            benchmark_seed=seed,
+                        )
+                        for split in report["pool"]["splits"]
+                    ]
+                ),
+                seed,
+            )
+            for stage in STAGES
+        }
+    scores = {stage: merged([parts[stage] for parts in by_seed.values()]) for stage in STAGES}
+    return {
+        "pool": {
+            "benchmark_seeds": seeds,
+            "outputs": [str(folder) for folder, _ in reports],
+            "scenarios_in_pool": sum(report["pool"]["scenarios_in_pool"] for _, report in reports),
+            "overlap": {
+                key: sum(report["pool"]["overlap"][key] for _, report in reports)
+                for key in ("universes", "true_paths")
+            },
+        },
+        "policy_specs": specs,
+        **summary(scores),
+        "loss_reasons": {
+            stage: count_reasons(scores[stage][LOSS_REASON].values()) for stage in STAGES
+        },
+        "by_seed": {str(seed): summary(stages) for seed, stages in by_seed.items()},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     from tomgym.envs.tomsb.benchmark import load_benchmark
     from tomgym.training.eval.loss_reasons import count_reasons
@@ -131,6 +225,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     started = time.perf_counter()
     cfg = load_config(argparse.Namespace(config=args.config, seed=0, overrides=args.overrides))
+    if args.pool is not None:
+        report = pooled_report(args, cfg)
+        report["wall_seconds"] = time.perf_counter() - started
+        if args.out is not None:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            (Path(args.out) / POOLED_REPORT).write_text(json.dumps(report, indent=2))
+        print(json.dumps(report, default=str))
+        return 0
     trained_seed = cfg.benchmark_seed
     if args.benchmark_seed == trained_seed:
         raise SystemExit(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -195,3 +196,43 @@ def test_a_config_trained_on_another_benchmark_seed_is_scored_on_that_benchmark(
     for record in records:
         assert record["env_config"]["benchmark_seed"] == 2
         assert seed_two.by_id(record["options"]["scenario"]).extra["split"] == "validation"
+
+
+def test_heldout_pools_of_several_seeds_are_read_back_and_paired_as_one(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two seeds' outputs pool into one reading whose games and scenarios do not collide (both
+    benchmarks number their scenarios alike); nothing is replayed; one seed twice, or outputs
+    of other policies, are refused."""
+    from bench.bench_heldout import POOLED_REPORT, main
+
+    def scored(seed: int, warmstart: str) -> Path:
+        out = tmp_path / f"seed{seed}-{warmstart.split(':')[1]}"
+        argv = ["--warmstart-spec", warmstart, "--grpo-spec", "scripted:tom_heuristic",
+                "--benchmark-seed", str(seed), "--splits", "validation", "--out", str(out),
+                "--concurrency", "8"]  # fmt: skip
+        assert main(argv) == 0
+        capsys.readouterr()
+        return out
+
+    one, two = scored(1, "scripted:naive"), scored(2, "scripted:naive")
+    games = one / "validation" / "eval_grpo_constrained" / "games.jsonl"
+    stamp = games.stat().st_mtime_ns
+    pooled_out = tmp_path / "pooled"
+    assert main(["--pool", str(one), str(two), "--out", str(pooled_out)]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["pool"]["benchmark_seeds"] == [1, 2]
+    assert report["games"] == report["scenarios"] == report["pool"]["scenarios_in_pool"] == 40
+    assert set(report["by_seed"]) == {"1", "2"}
+    assert [report["by_seed"][s]["games"] for s in ("1", "2")] == [20, 20]
+    gain = report["grpo_minus_warmstart_fooled"]
+    assert gain["n"] == gain["clusters"] == 40 and gain["ci95"][0] > 0
+    assert sum(report["loss_reasons"]["warmstart"].values()) == 40
+    assert json.loads((pooled_out / POOLED_REPORT).read_text())["games"] == 40
+    assert games.stat().st_mtime_ns == stamp
+    with pytest.raises(SystemExit, match="seed twice"):
+        main(["--pool", str(one), str(one)])
+    with pytest.raises(SystemExit, match="other policies"):
+        main(["--pool", str(one), str(scored(3, "scripted:tom_heuristic"))])
+    with pytest.raises(SystemExit, match="no finished held-out report"):
+        main(["--pool", str(one), str(tmp_path / "missing")])
