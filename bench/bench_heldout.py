@@ -226,6 +226,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     cfg = load_config(argparse.Namespace(config=args.config, seed=0, overrides=args.overrides))
     if args.pool is not None:
+        if args.run or args.warmstart_spec or args.grpo_spec:
+            raise SystemExit(
+                "--pool reads finished outputs (their own policies): drop --run/--*-spec"
+            )
         report = pooled_report(args, cfg)
         report["wall_seconds"] = time.perf_counter() - started
         if args.out is not None:

@@ -74,7 +74,12 @@ def _prior_levels(text: str | None) -> list[int] | None:
 
 def _run_tomsb(args: argparse.Namespace) -> int:
     from tomgym.training.eval.jobs import evaluate_tomsb
-    from tomgym.training.eval.plans import GameSettings, check_settings, prompt_variant
+    from tomgym.training.eval.plans import (
+        GameSettings,
+        check_settings,
+        env_config_of,
+        prompt_variant,
+    )
 
     if args.defender is None:
         if args.judge is None:
@@ -89,14 +94,11 @@ def _run_tomsb(args: argparse.Namespace) -> int:
         from tomgym.training.eval.judge import judge_label
 
         judge_label(args.judge)  # a bad judge spec fails before any game is played
-    env_config: dict[str, Any] = {}
     settings = GameSettings(
         max_attacker_turns=args.max_attacker_turns, max_retries=args.max_retries
     )
     check_settings("tomsb", settings)
-    for name in ("max_attacker_turns", "max_retries"):
-        if getattr(settings, name) is not None:
-            env_config[name] = getattr(settings, name)
+    env_config = env_config_of("tomsb", settings)
     if args.prompt_variant is not None:
         env_config["prompt_variant"] = prompt_variant("tomsb", args.prompt_variant)
     evaluate_tomsb(

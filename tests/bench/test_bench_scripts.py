@@ -234,5 +234,7 @@ def test_heldout_pools_of_several_seeds_are_read_back_and_paired_as_one(
         main(["--pool", str(one), str(one)])
     with pytest.raises(SystemExit, match="other policies"):
         main(["--pool", str(one), str(scored(3, "scripted:tom_heuristic"))])
+    with pytest.raises(SystemExit, match="--pool reads finished outputs"):
+        main(["--pool", str(one), "--grpo-spec", "scripted:naive"])
     with pytest.raises(SystemExit, match="no finished held-out report"):
         main(["--pool", str(one), str(tmp_path / "missing")])

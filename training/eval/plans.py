@@ -160,7 +160,7 @@ def check_settings(game: str, settings: GameSettings) -> None:
         if value is not None and value < 1:
             raise PlanError(f"{flag(name)} must be >= 1, got {value}")
     if settings.max_retries is not None and settings.max_retries < 0:
-        raise PlanError(f"--max-retries must be >= 0, got {settings.max_retries}")
+        raise PlanError(f"{flag('max_retries')} must be >= 0, got {settings.max_retries}")
     if settings.split is not None and settings.split not in SPLITS:
         raise PlanError(f"unknown split {settings.split!r}; splits: {', '.join(SPLITS)}")
     if settings.prior_level is not None and settings.prior_level not in (0, 1, 2):
@@ -168,6 +168,17 @@ def check_settings(game: str, settings: GameSettings) -> None:
     parse_tom(settings.tom)
     if settings.prompt_variant is not None:
         prompt_variant(game, settings.prompt_variant)
+
+
+ENV_CONFIG_SETTINGS = {"decrypto": ("max_rounds",), "tomsb": ("max_attacker_turns", "max_retries")}
+"""The `GameSettings` fields that are env constructor arguments, per game (the rest are reset
+options)."""
+
+
+def env_config_of(game: str, settings: GameSettings) -> dict[str, Any]:
+    """The env constructor arguments `settings` gives (`ENV_CONFIG_SETTINGS`), those set only."""
+    values = {name: getattr(settings, name) for name in ENV_CONFIG_SETTINGS[game]}
+    return {name: value for name, value in values.items() if value is not None}
 
 
 def game_plan(
@@ -179,20 +190,14 @@ def game_plan(
     `attacker` option (recorded in infos), any other attacker plays the base prompt.
     """
     check_settings(game, settings)
-    env_config: dict[str, Any] = {}
+    env_config = env_config_of(game, settings)
     options: dict[str, Any] = {}
     if game == "decrypto":
-        if settings.max_rounds is not None:
-            env_config["max_rounds"] = settings.max_rounds
         if settings.tom:
             options["tom"] = list(parse_tom(settings.tom))
         if settings.play_on:
             options["play_on"] = True
     else:
-        if settings.max_attacker_turns is not None:
-            env_config["max_attacker_turns"] = settings.max_attacker_turns
-        if settings.max_retries is not None:
-            env_config["max_retries"] = settings.max_retries
         options["split"] = settings.split or "test"
         if settings.prior_level is not None:
             options["prior_level"] = settings.prior_level
