@@ -140,6 +140,53 @@ def summary(scores: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
     return report
 
 
+def score_splits(
+    specs: dict[str, str],
+    cfg: Any,
+    out: Path,
+    splits: list[str],
+    benchmark_seed: int,
+    concurrency: int = 32,
+) -> tuple[dict[str, dict[str, dict[str, dict[str, Any]]]], dict[str, dict[str, float]]]:
+    """Every stage scored (or read back, when finished) on every split of `benchmark_seed`,
+    each in OUT/<split>/<stage folder>: (scores per split and stage, seconds per stage and
+    split)."""
+    from tomgym.training.rl.learning import score_stage, stage_folder
+
+    by_split: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    eval_seconds: dict[str, dict[str, float]] = {}
+    for split in splits:
+        for stage in STAGES:
+            t0 = time.perf_counter()
+            by_split.setdefault(split, {})[stage] = score_stage(
+                specs[stage],
+                cfg,
+                None,
+                out / split / stage_folder(stage, cfg, 1),
+                concurrency=concurrency,
+                split=split,
+                benchmark_seed=benchmark_seed,
+            )
+            eval_seconds.setdefault(stage, {})[split] = time.perf_counter() - t0
+            logging.info("%s %s scored in %.0f s", split, stage, eval_seconds[stage][split])
+    return by_split, eval_seconds
+
+
+def over_splits(
+    by_split: dict[str, dict[str, dict[str, dict[str, Any]]]],
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per stage, the scores of every split as one."""
+    return {stage: merged([stages[stage] for stages in by_split.values()]) for stage in STAGES}
+
+
+def loss_reasons(scores: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, int]]:
+    """Per stage, how many games each loss reason names."""
+    from tomgym.training.eval.loss_reasons import count_reasons
+    from tomgym.training.rl.learning import LOSS_REASON
+
+    return {stage: count_reasons(scores[stage][LOSS_REASON].values()) for stage in STAGES}
+
+
 def seed_keyed(part: dict[str, dict[str, Any]], seed: int) -> dict[str, dict[str, Any]]:
     """`score_stage` results with every game id, and every scenario id, prefixed by its
     benchmark seed: each seed's benchmark numbers its scenarios (and so its games) alike."""
@@ -156,9 +203,6 @@ def seed_keyed(part: dict[str, dict[str, Any]], seed: int) -> dict[str, dict[str
 
 def pooled_report(args: argparse.Namespace, cfg: Any) -> dict[str, Any]:
     """The finished outputs in `args.pool`, read back and paired as one pool (module doc)."""
-    from tomgym.training.eval.loss_reasons import count_reasons
-    from tomgym.training.rl.learning import LOSS_REASON, score_stage, stage_folder
-
     reports = []
     for folder in map(Path, args.pool):
         try:
@@ -175,26 +219,12 @@ def pooled_report(args: argparse.Namespace, cfg: Any) -> dict[str, Any]:
                 f"--pool {folder}: other policies than {reports[0][0]} "
                 f"({report['policy_specs']} vs {specs})"
             )
-    by_seed: dict[int, dict[str, dict[str, dict[str, Any]]]] = {}
+    by_seed = {}
     for (folder, report), seed in zip(reports, seeds, strict=True):
+        # Finished, so read back: a folder of other settings raises, none is replayed.
+        by_split, _ = score_splits(specs, cfg, folder, report["pool"]["splits"], seed)
         by_seed[seed] = {
-            stage: seed_keyed(
-                merged(
-                    [
-                        score_stage(  # finished, so read back: a mismatch raises, never replays
-                            specs[stage],
-                            cfg,
-                            None,
-                            folder / split / stage_folder(stage, cfg, 1),
-                            split=split,
-                            benchmark_seed=seed,
-                        )
-                        for split in report["pool"]["splits"]
-                    ]
-                ),
-                seed,
-            )
-            for stage in STAGES
+            stage: seed_keyed(scores, seed) for stage, scores in over_splits(by_split).items()
         }
     scores = {stage: merged([parts[stage] for parts in by_seed.values()]) for stage in STAGES}
     return {
@@ -209,17 +239,13 @@ def pooled_report(args: argparse.Namespace, cfg: Any) -> dict[str, Any]:
         },
         "policy_specs": specs,
         **summary(scores),
-        "loss_reasons": {
-            stage: count_reasons(scores[stage][LOSS_REASON].values()) for stage in STAGES
-        },
+        "loss_reasons": loss_reasons(scores),
         "by_seed": {str(seed): summary(stages) for seed, stages in by_seed.items()},
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     from tomgym.envs.tomsb.benchmark import load_benchmark
-    from tomgym.training.eval.loss_reasons import count_reasons
-    from tomgym.training.rl.learning import LOSS_REASON, score_stage, stage_folder
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
@@ -254,23 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     ]
     overlap = training_overlap(pool, load_benchmark(trained_seed).split("train"))
     out = Path(args.out or f"runs/bench_heldout/seed{args.benchmark_seed}")
-    by_split: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
-    eval_seconds: dict[str, dict[str, float]] = {}
-    for split in args.splits:
-        for stage in STAGES:
-            t0 = time.perf_counter()
-            by_split.setdefault(split, {})[stage] = score_stage(
-                specs[stage],
-                cfg,
-                None,
-                out / split / stage_folder(stage, cfg, 1),
-                concurrency=args.concurrency,
-                split=split,
-                benchmark_seed=args.benchmark_seed,
-            )
-            eval_seconds.setdefault(stage, {})[split] = time.perf_counter() - t0
-            logging.info("%s %s scored in %.0f s", split, stage, eval_seconds[stage][split])
-    scores = {stage: merged([by_split[s][stage] for s in args.splits]) for stage in STAGES}
+    by_split, eval_seconds = score_splits(
+        specs, cfg, out, args.splits, args.benchmark_seed, args.concurrency
+    )
+    scores = over_splits(by_split)
     report: dict[str, Any] = {
         "pool": {
             "benchmark_seed": args.benchmark_seed,
@@ -282,9 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "policy_specs": specs,
         **summary(scores),
-        "loss_reasons": {
-            stage: count_reasons(scores[stage][LOSS_REASON].values()) for stage in STAGES
-        },
+        "loss_reasons": loss_reasons(scores),
         "by_split": {split: summary(stages) for split, stages in by_split.items()},
         "eval_seconds": eval_seconds,
         "wall_seconds": time.perf_counter() - started,
