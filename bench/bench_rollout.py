@@ -7,7 +7,8 @@ weights; one keeps per-conversation KV caches (`kv_cache=true`, the default), th
 every turn in full (`kv_cache=false`); both stop decoding at the close of the answer.
 
 Measured, each for the cached and the uncached policy:
-- at each concurrency level (default 1, 8, 32 games at once, `--turns` attacker turns each):
+- at each concurrency level (default 1, 8, 32 games at once, `--turns` attacker turns each;
+  `max(level, --min-games)` episodes, so level 1 plays 4 games one after another):
   episodes/min, prefilled tokens per episode (tokens actually fed to the model), completion
   tokens, the share of wall time outside the model (not inside the defender's `act_batch`), and
   the cached/uncached ratio of episodes/min (`cached_vs_uncached`);
@@ -34,7 +35,7 @@ Progress goes to stderr; the last line of stdout is one JSON object:
      "speedup_32_vs_1_cached", "growth": {"turns", "cached": {...}, "uncached": {...}},
      "identical_greedy": true|false, "small_batch_linear": {...}, "peak_rss_mb", "cache": {...}}
 
-    python -m bench.bench_rollout [--levels 1,8,32] [--turns 8] [--growth-turns 4,8,15]
+    python -m bench.bench_rollout [--levels 1,8,32] [--turns 8] [--min-games 4] [--growth-turns 4,8,15]
         [--growth-concurrency 4] [--max-new-tokens 32] [--max-retries 0] [--model default]
         [--num-threads 1] [--linear-level 8] [--linear-pairs 2] [--split test] [--out bench.json]
 """
@@ -205,7 +206,9 @@ def compare_linear(
     identical = True
     for pair in range(pairs):
         for name in names if pair % 2 == 0 else names[::-1]:
-            result, answers = play(paths[name], level, level, args.turns, args, f"c{level}")
+            result, answers = play(
+                paths[name], level, games_at(level, args), args.turns, args, f"c{level}"
+            )
             _log(f"level {level} cached, {name} (pair {pair + 1}): {json.dumps(result)}")
             runs[name].append(result["episodes_per_min"])
             if reference is None:
@@ -222,6 +225,12 @@ def compare_linear(
         "pair_ratios": [round(a / b, 3) for a, b in zip(runs[first], runs[second], strict=True)],
         "identical_greedy": identical,
     }
+
+
+def games_at(concurrency: int, args: argparse.Namespace) -> int:
+    """Episodes played at a concurrency level: one batch of `concurrency` games, and at least
+    `--min-games`, so the one-game-at-a-time level is not a single episode's reading."""
+    return max(concurrency, args.min_games)
 
 
 def _fit_exponent(turns: list[int], costs: list[float]) -> float | None:
@@ -247,6 +256,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench_rollout", description=__doc__.splitlines()[0])
     parser.add_argument("--levels", default="1,8,32", help="concurrency levels")
     parser.add_argument("--turns", type=int, default=8, help="attacker turns per episode")
+    parser.add_argument(
+        "--min-games",
+        type=int,
+        default=4,
+        help="episodes played at least at each level (level 1 plays them one after another)",
+    )
     parser.add_argument("--growth-turns", default="4,8,15", help="episode lengths to fit")
     parser.add_argument("--growth-concurrency", type=int, default=4)
     parser.add_argument("--model", default="default", help="LLM policy spec for the defender")
@@ -278,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         levels = _int_list(args.levels, "--levels")
         growth_turns = _int_list(args.growth_turns, "--growth-turns") if args.growth_turns else []
+        if args.min_games < 1:
+            raise ValueError(f"--min-games must be at least 1, got {args.min_games}")
         if args.linear_pairs < 1:
             raise ValueError(f"--linear-pairs must be at least 1, got {args.linear_pairs}")
     except ValueError as exc:
@@ -331,11 +348,12 @@ def main(argv: list[str] | None = None) -> int:
     level_results = []
     cached_answers: dict[int, list[list[str]]] = {}
     for concurrency in levels:
-        entry: dict[str, Any] = {"concurrency": concurrency, "games": concurrency}
+        games = games_at(concurrency, args)
+        entry: dict[str, Any] = {"concurrency": concurrency, "games": games}
         answers = {}
         for mode, policy in modes.items():
             entry[mode], answers[mode] = play(
-                policy, concurrency, concurrency, args.turns, args, f"c{concurrency}"
+                policy, concurrency, games, args.turns, args, f"c{concurrency}"
             )
             _log(f"level {concurrency} {mode}: {json.dumps(entry[mode])}")
         cached_answers[concurrency] = answers["cached"]
@@ -361,7 +379,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             if reuse is None:
                 reuse, _ = play(
-                    policy, args.growth_concurrency, args.growth_concurrency, turns, args, "g"
+                    policy,
+                    args.growth_concurrency,
+                    games_at(args.growth_concurrency, args),
+                    turns,
+                    args,
+                    "g",
                 )
                 _log(f"growth {turns} turns {mode}: {json.dumps(reuse)}")
             seconds.append(reuse["seconds_per_episode"])

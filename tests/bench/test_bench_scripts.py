@@ -105,17 +105,20 @@ def test_rollout_linear_comparison_interleaves_its_pairs(monkeypatch) -> None:
     import bench.bench_rollout as bench
 
     played: list[str] = []
+    batches: set[tuple[int, int]] = set()
     speed = iter([10.0, 7.0, 6.0, 9.0, 8.0, 5.0])  # the machine drifts; paths alternate first
 
     def fake_play(policy, concurrency, games, turns, args, tag):
         played.append(policy)
+        batches.add((concurrency, games))
         answers = [["same"]] if policy != "odd" else [["other"]]
         return {"episodes_per_min": next(speed)}, answers
 
     monkeypatch.setattr(bench, "play", fake_play)
-    args = argparse.Namespace(linear_level=4, linear_pairs=3, turns=2)
+    args = argparse.Namespace(linear_level=4, linear_pairs=3, turns=2, min_games=6)
     result = bench.compare_linear({"small_batch": "a", "f_linear": "b"}, args, [["same"]])
     assert played == ["a", "b", "b", "a", "a", "b"]
+    assert batches == {(4, 6)}  # 4 at once, at least --min-games episodes
     assert result["episodes_per_min"] == {
         "small_batch": [10.0, 9.0, 8.0],
         "f_linear": [7.0, 6.0, 5.0],
@@ -130,11 +133,23 @@ def test_rollout_linear_comparison_interleaves_its_pairs(monkeypatch) -> None:
     assert bench.compare_linear({"x": "a", "y": "odd"}, args, None)["identical_greedy"] is False
 
 
-def test_rollout_benchmark_refuses_an_empty_linear_comparison(capsys) -> None:
+def test_rollout_benchmark_refuses_counts_below_one(capsys) -> None:
     from bench.bench_rollout import main
 
     assert main(["--linear-pairs", "0"]) == 1
     assert "--linear-pairs must be at least 1" in capsys.readouterr().err
+    assert main(["--min-games", "0"]) == 1
+    assert "--min-games must be at least 1" in capsys.readouterr().err
+
+
+def test_rollout_levels_play_at_least_min_games_episodes() -> None:
+    """Level 1 is one game at a time over several games, not one episode's reading."""
+    import argparse
+
+    from bench.bench_rollout import games_at
+
+    args = argparse.Namespace(min_games=4)
+    assert [games_at(level, args) for level in (1, 3, 4, 8, 32)] == [4, 4, 4, 8, 32]
 
 
 def test_heldout_pool_pairs_two_policies_over_every_split_of_an_untrained_seed(
