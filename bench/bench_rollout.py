@@ -25,8 +25,9 @@ Measured, each for the cached and the uncached policy:
   answers were identical to the cached level's.
 
 The defaults (32 new tokens per answer, growth at 4 games, one torch thread) keep the run short
-on a 2-core CPU (the README's table: one 33-minute run, before the linear comparison, which plays
-the `--linear-level` level `2 x --linear-pairs` more times); raise them for realistic workloads.
+on a 2-core CPU (the README's table: one 41-minute run, the linear comparison included, which
+plays the `--linear-level` level `2 x --linear-pairs` more times); raise them for realistic
+workloads.
 
 Progress goes to stderr; the last line of stdout is one JSON object:
 
@@ -35,8 +36,8 @@ Progress goes to stderr; the last line of stdout is one JSON object:
      "speedup_32_vs_1_cached", "growth": {"turns", "cached": {...}, "uncached": {...}},
      "identical_greedy": true|false, "small_batch_linear": {...}, "peak_rss_mb", "cache": {...}}
 
-    python -m bench.bench_rollout [--levels 1,8,32] [--turns 8] [--min-games 4] [--growth-turns 4,8,15]
-        [--growth-concurrency 4] [--max-new-tokens 32] [--max-retries 0] [--model default]
+    python -m bench.bench_rollout [--levels 1,8,32] [--turns 8] [--min-games 4]
+        [--growth-turns 4,8,15] [--growth-concurrency 4] [--max-new-tokens 32] [--max-retries 0] [--model default]
         [--num-threads 1] [--linear-level 8] [--linear-pairs 2] [--split test] [--out bench.json]
 """
 

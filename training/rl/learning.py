@@ -529,7 +529,7 @@ def run_learning(
 
 SAMPLED_CONCURRENCY = 64
 """Games played at once in a sampled evaluation (several per scenario, so more than greedy's 16:
-the cached KV path gains most from batching, README "Multi-turn generation")."""
+the cached KV path gains most from batching, README "Benchmarks")."""
 
 
 def sampled_comparison(
