@@ -10,8 +10,12 @@ Measured, each for the cached and the uncached policy:
 - at each concurrency level (default 1, 8, 32 games at once, `--turns` attacker turns each;
   `max(level, --min-games)` episodes, so level 1 plays 4 games one after another):
   episodes/min, prefilled tokens per episode (tokens actually fed to the model), completion
-  tokens, the share of wall time outside the model (not inside the defender's `act_batch`), and
-  the cached/uncached ratio of episodes/min (`cached_vs_uncached`);
+  tokens, the seconds per episode in prefill passes and in the token-by-token decode loop (the
+  engine's `prefill_seconds` / `decode_seconds`), the share of wall time outside the model (not
+  inside the defender's `act_batch`), the cached/uncached ratio of episodes/min
+  (`cached_vs_uncached`), and the uncached/cached ratio of prefill seconds
+  (`prefill_seconds_ratio`: what `cached_vs_uncached` would be if decoding cost nothing; both
+  modes decode the same tokens, so the decode seconds pull the measured ratio below it);
 - cost growth: seconds and prefilled tokens per episode at 4, 8 and 15 attacker turns
   (`--growth-turns`, at `--growth-concurrency` games), with the exponent of a least-squares fit
   `cost ~ turns^k` (1 = linear, 2 = quadratic);
@@ -32,7 +36,7 @@ workloads.
 Progress goes to stderr; the last line of stdout is one JSON object:
 
     {"config": {...}, "levels": [{"concurrency", "games", "cached": {...}, "uncached": {...},
-      "cached_vs_uncached"}], "cached_vs_uncached": {"1": r, "8": r, "32": r},
+      "cached_vs_uncached", "prefill_seconds_ratio"}], "cached_vs_uncached": {"1": r, "8": r, "32": r},
      "speedup_32_vs_1_cached", "growth": {"turns", "cached": {...}, "uncached": {...}},
      "identical_greedy": true|false, "small_batch_linear": {...}, "peak_rss_mb", "cache": {...}}
 
@@ -171,6 +175,8 @@ def play(
     after = backend.cache_stats()
     model_seconds = stats.policy_seconds.get(policy.name, 0.0)
     prefill = after["prefill_tokens"] - before["prefill_tokens"]
+    prefill_seconds = after["prefill_seconds"] - before["prefill_seconds"]
+    decode_seconds = after["decode_seconds"] - before["decode_seconds"]
     attacker_turns = [
         sum(1 for t in r["turns"] if t["agent"] == "attacker_0" and not t["side_question"])
         for r in records
@@ -184,6 +190,8 @@ def play(
         "reused_tokens_per_episode": round(
             (after["reused_tokens"] - before["reused_tokens"]) / games, 1
         ),
+        "prefill_seconds_per_episode": round(prefill_seconds / games, 3),
+        "decode_seconds_per_episode": round(decode_seconds / games, 3),
         "completion_tokens_per_episode": round(
             (backend.stats.completion_tokens - completion_before) / games, 1
         ),
@@ -226,6 +234,10 @@ def compare_linear(
         "pair_ratios": [round(a / b, 3) for a, b in zip(runs[first], runs[second], strict=True)],
         "identical_greedy": identical,
     }
+
+
+def _ratio(numerator: float, denominator: float) -> float | None:
+    return round(numerator / denominator, 3) if denominator > 0 else None
 
 
 def games_at(concurrency: int, args: argparse.Namespace) -> int:
@@ -363,6 +375,10 @@ def main(argv: list[str] | None = None) -> int:
         entry["identical_greedy"] = same
         entry["cached_vs_uncached"] = round(
             entry["cached"]["episodes_per_min"] / entry["uncached"]["episodes_per_min"], 3
+        )
+        entry["prefill_seconds_ratio"] = _ratio(
+            entry["uncached"]["prefill_seconds_per_episode"],
+            entry["cached"]["prefill_seconds_per_episode"],
         )
         level_results.append(entry)
 

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -131,7 +132,13 @@ class ContextWindowExceeded(RuntimeError):
 
 @dataclass
 class CacheStats:
-    """Cumulative accounting of what was fed to the model and what was reused."""
+    """Cumulative accounting of what was fed to the model and what was reused.
+
+    `prefill_seconds` is the wall time of the prefill passes (a call's new prompt tokens),
+    `decode_seconds` that of the token-by-token loop after them (sampling, constraints and saving
+    the conversations' caches included). Both are host wall clock: on a GPU the prefill is
+    synchronised before its clock stops, so the split holds there too.
+    """
 
     requests: int = 0
     prefill_tokens: int = 0
@@ -143,8 +150,10 @@ class CacheStats:
     evictions: int = 0
     invalidations: int = 0
     peak_cached_tokens: int = 0
+    prefill_seconds: float = 0.0
+    decode_seconds: float = 0.0
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, float]:
         return dict(self.__dict__)
 
 
@@ -675,6 +684,7 @@ class CachedGenerator:
         self.stats.reused_tokens += sum(past_lens)
 
         # Chunked prefill: the same math as one pass, with attention memory bounded.
+        started = time.perf_counter()
         chunk = max(1, self.prefill_chunk_tokens // rows)
         logits = None
         for lo in range(0, width, chunk):
@@ -691,6 +701,10 @@ class CachedGenerator:
             cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
             logits = out.logits[:, -1]
         assert logits is not None
+        if logits.device.type == "cuda":
+            torch.cuda.synchronize(logits.device)
+        prefilled = time.perf_counter()
+        self.stats.prefill_seconds += prefilled - started
 
         next_position = torch.tensor(
             [n + len(ids) for n, ids in zip(past_lens, new_ids, strict=True)], dtype=torch.long
@@ -767,6 +781,7 @@ class CachedGenerator:
             logits = out.logits[:, -1]
             next_position = next_position + 1
             self.stats.decode_tokens += len(alive)
+        self.stats.decode_seconds += time.perf_counter() - prefilled
         # The batch buffers serve the next call; the states own their memory.
         self._pool.give([t for layer in cache.layers for t in (layer._k, layer._v)])
         return completions, states

@@ -115,6 +115,8 @@ def _play_both(loaded, env_id, specs, seats, env_config):
     _assert_same_results(outcomes[True][1], outcomes[False][1])
     assert outcomes[True][2]["cache_hits"] > 0 and outcomes[False][2]["cache_hits"] == 0
     assert outcomes[True][2]["prefill_tokens"] < outcomes[False][2]["prefill_tokens"]
+    for _, _, stats in outcomes.values():  # both passes are timed
+        assert stats["prefill_seconds"] > 0 and stats["decode_seconds"] > 0
     return outcomes
 
 

@@ -304,6 +304,9 @@ class TrainingSession:
         for key in ("prefill_tokens", "reused_tokens"):
             metrics[f"rollout/{key}"] = float(cache[key] - before[key])
         metrics["rollout/peak_cached_tokens"] = float(cache["peak_cached_tokens"])  # run's peak
+        for key, name in (("prefill_seconds", "prefill_s"), ("decode_seconds", "decode_s")):
+            if key in cache:  # the transformers engine's split; vLLM does not report one
+                metrics[f"time/{name}"] = float(cache[key] - before[key])
         if cfg.debug_check_tokens:
             logger.info(
                 "debug_check_tokens: max token mismatches %.0f, max |logprob deviation| %.3g",

@@ -194,6 +194,9 @@ def test_micro_batches_give_the_one_batch_step_and_time_the_whole_step(
         assert timed == pytest.approx(entry["step_time"], rel=0.05, abs=0.05)
         # The rollout's share includes all of its generation (logged once, unscaled).
         assert entry["time/rollout_s"] >= entry["time/generate_s"] > 0
+        # The engine's split of its generation time: both passes ran inside it.
+        assert 0 < entry["time/prefill_s"] + entry["time/decode_s"] <= entry["time/generate_s"]
+        assert entry["time/prefill_s"] > 0 and entry["time/decode_s"] > 0
 
 
 def test_rejection_sft_uses_acceptance_as_advantage(
