@@ -36,7 +36,8 @@ workloads.
 Progress goes to stderr; the last line of stdout is one JSON object:
 
     {"config": {...}, "levels": [{"concurrency", "games", "cached": {...}, "uncached": {...},
-      "cached_vs_uncached", "prefill_seconds_ratio"}], "cached_vs_uncached": {"1": r, "8": r, "32": r},
+      "cached_vs_uncached", "prefill_seconds_ratio"}],
+     "cached_vs_uncached": {"1": r, "8": r, "32": r},
      "speedup_32_vs_1_cached", "growth": {"turns", "cached": {...}, "uncached": {...}},
      "identical_greedy": true|false, "small_batch_linear": {...}, "peak_rss_mb", "cache": {...}}
 

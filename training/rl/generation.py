@@ -149,7 +149,7 @@ class HFGenerateFn:
         """Drop every cached conversation: the weights are about to change (or did)."""
         self.engine.invalidate()
 
-    def cache_stats(self) -> dict[str, int]:
+    def cache_stats(self) -> dict[str, float]:
         return self.engine.stats.as_dict()
 
 
