@@ -71,13 +71,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"tomgym train: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    from tomgym.training.rl.trainer import train
+    from tomgym.training.rl.trainer import end_distributed, train
 
     try:
         summary = train(config, resume=args.resume, warmstart_only=args.warmstart_only)
     except ConfigError as exc:
         print(f"tomgym train: {exc}", file=sys.stderr)
         return 2
+    end_distributed()
     if args.warmstart_only:
         print(json.dumps({"sft_model": summary["sft_model"], **summary["sft_warmstart"]}))
         return 0

@@ -8,7 +8,8 @@ from the ranks' own reports (tests/multirank/worker.py):
   episodes needed (a collective generate on GPUs would otherwise deadlock);
 - gradients are synchronised: the trainable weights are identical on both ranks after every
   step, and they did move (non-zero gradient);
-- the run folder is written once: one config, one checkpoint, one summary.
+- the run folder is written once: one config, one checkpoint, one summary;
+- every rank closes its process group at the end (`trainer.end_distributed`).
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ def test_two_cpu_ranks_stay_in_lockstep(tmp_path: Path) -> None:
     assert [r["rank"] for r in ranks] == [0, 1]
     assert [r["distributed_type"] for r in ranks] == ["MULTI_CPU"] * 2
     assert [r["backend"] for r in ranks] == ["gloo"] * 2
+    # Each rank closes its process group before exiting (`end_distributed`), as `tomgym train`
+    # does: an open group's teardown at interpreter exit once aborted rank 1 after its work.
+    assert [r["process_group_closed"] for r in ranks] == [True, True]
     steps = [[x["step"] for x in r["rollouts"]] for r in ranks]
     assert steps[0] == steps[1] == [0, 1]
     for a, b in zip(ranks[0]["rollouts"], ranks[1]["rollouts"], strict=True):

@@ -72,6 +72,8 @@ def main(config_path: str, report_dir: str) -> None:
     trainer_module.TrainingSession.run_rollout = recorded_rollout
     trainer_module.build_trainer = build_with_digest
     trainer_module.train(TrainConfig.load(config_path))
+    trainer_module.end_distributed()  # as `tomgym train` does after `train`
+    report["process_group_closed"] = not torch.distributed.is_initialized()
     out = Path(report_dir) / f"rank{report.get('rank', 0)}.json"
     out.write_text(json.dumps(report, indent=2))
 

@@ -787,6 +787,23 @@ def is_main_process() -> bool:
     return os.environ.get("RANK", "0") == "0"
 
 
+def end_distributed() -> None:
+    """Close this process's default process group, if it has one: a launched rank's last step.
+
+    A rank that exits with its group still open tears the group's threads down during
+    interpreter exit, which can abort the process after the work is done ("terminate called
+    without an active exception", seen once on a rank of the 2-process CPU rehearsal,
+    tests/multirank). `tomgym train` calls this after `train` returns; code that runs `train` and
+    then more distributed work calls it at its own end. The barrier keeps a rank from closing
+    the group while another still writes its last files.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def train(
     cfg: TrainConfig, *, resume: bool = False, warmstart_only: bool = False
 ) -> dict[str, Any]:

@@ -510,3 +510,21 @@ def test_format_constrained_rollouts_keep_the_template_and_leave_forced_ids_out_
         assert answers
         for raw in answers:
             assert grammar.advance(grammar.start, raw) is not None, raw
+
+
+def test_end_distributed_closes_an_open_process_group_and_is_a_no_op_without_one(
+    tmp_path: Path,
+) -> None:
+    import torch.distributed as dist
+    from tomgym.training.rl.trainer import end_distributed
+
+    end_distributed()  # no group in this process: nothing to close
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
+    try:
+        end_distributed()
+        assert not dist.is_initialized()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
