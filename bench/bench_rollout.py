@@ -205,6 +205,11 @@ def play(
     return result, [_defender_answers(r) for r in ordered]
 
 
+def _ratio(numerator: float, denominator: float) -> float | None:
+    """`numerator / denominator` to 3 decimals; None where the denominator measured nothing."""
+    return round(numerator / denominator, 3) if denominator > 0 else None
+
+
 def compare_linear(
     paths: dict[str, Any], args: argparse.Namespace, reference: list[list[str]] | None
 ) -> dict[str, Any]:
@@ -231,14 +236,10 @@ def compare_linear(
         "pairs": pairs,
         "episodes_per_min": runs,
         "median_episodes_per_min": medians,
-        f"{first}_vs_{second}": round(medians[first] / medians[second], 3),
-        "pair_ratios": [round(a / b, 3) for a, b in zip(runs[first], runs[second], strict=True)],
+        f"{first}_vs_{second}": _ratio(medians[first], medians[second]),
+        "pair_ratios": [_ratio(a, b) for a, b in zip(runs[first], runs[second], strict=True)],
         "identical_greedy": identical,
     }
-
-
-def _ratio(numerator: float, denominator: float) -> float | None:
-    return round(numerator / denominator, 3) if denominator > 0 else None
 
 
 def games_at(concurrency: int, args: argparse.Namespace) -> int:
@@ -374,8 +375,8 @@ def main(argv: list[str] | None = None) -> int:
         same = answers["cached"] == answers["uncached"]
         identical &= same
         entry["identical_greedy"] = same
-        entry["cached_vs_uncached"] = round(
-            entry["cached"]["episodes_per_min"] / entry["uncached"]["episodes_per_min"], 3
+        entry["cached_vs_uncached"] = _ratio(
+            entry["cached"]["episodes_per_min"], entry["uncached"]["episodes_per_min"]
         )
         entry["prefill_seconds_ratio"] = _ratio(
             entry["uncached"]["prefill_seconds_per_episode"],
@@ -445,8 +446,8 @@ def main(argv: list[str] | None = None) -> int:
         "cached_vs_uncached": {
             str(e["concurrency"]): e["cached_vs_uncached"] for e in level_results
         },
-        f"speedup_{max(levels)}_vs_1_cached": round(
-            top["cached"]["episodes_per_min"] / one["cached"]["episodes_per_min"], 3
+        f"speedup_{max(levels)}_vs_1_cached": _ratio(
+            top["cached"]["episodes_per_min"], one["cached"]["episodes_per_min"]
         )
         if one and top
         else None,
