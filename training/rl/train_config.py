@@ -81,7 +81,7 @@ WARMSTART_FIELDS = frozenset(
         "env_id", "trained_agent", "opponents", "env_config", "train_split", "prior_levels",
         "attackers", "max_scenarios", "decrypto_rows", "model", "tokenizer",
         "chat_template_kwargs", "use_lora", "lora_r", "lora_alpha", "lora_dropout",
-        "lora_target_modules", "torch_dtype", "seed", "opponent_retries", "sft_warmstart",
+        "lora_target_modules", "torch_dtype", "bf16", "seed", "opponent_retries", "sft_warmstart",
         "sft_teacher", "sft_games", "sft_steps", "sft_learning_rate", "sft_batch_size",
     }
 )  # fmt: skip
@@ -243,7 +243,9 @@ class TrainConfig(BaseModel):
         "the causal attention kernel), 'auto' = per_episode on CPU, batched on GPU.",
     )
     bf16: bool | None = _f(
-        None, "bf16 mixed precision; null = on when CUDA supports it, off on CPU."
+        None,
+        "bf16 mixed precision of both training stages (SFT warm start, Dr. GRPO); null = on "
+        "when CUDA supports it, off on CPU.",
     )
     seed: Int = _f(0, "Seed for trainer, data order and episode seeds.", ge=0, lt=2**32)
     debug_check_tokens: bool = _f(

@@ -569,7 +569,7 @@ def sft_warmstart(
     the loss covers every defender turn of the game at once, and the dialogue is encoded once
     per game rather than once per turn.
     """
-    from tomgym.training.rl.trl_adapter import run_sft
+    from tomgym.training.rl.trl_adapter import resolve_bf16, run_sft
 
     cfg = session.cfg
     chosen = [
@@ -593,6 +593,7 @@ def sft_warmstart(
         batch_size=cfg.sft_batch_size,
         seed=cfg.seed,
         peft_config=lora_config(cfg) if cfg.use_lora else None,
+        bf16=resolve_bf16(cfg, cuda=_cuda()),
         use_cpu=not _cuda(),
     )
     seconds = time.perf_counter() - started

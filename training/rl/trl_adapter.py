@@ -33,9 +33,16 @@ warnings.filterwarnings(
 )
 
 
+def resolve_bf16(cfg: Any, *, cuda: bool) -> bool:
+    """Whether a training stage (SFT warm start, Dr. GRPO) runs in bf16 mixed precision: the
+    config's `bf16`, or when it is null, on where CUDA supports bf16 and off on CPU (where it is
+    opt-in: faster on CPUs with native bf16 products, but every number differs from fp32's)."""
+    return cfg.bf16 if cfg.bf16 is not None else bool(cuda and torch.cuda.is_bf16_supported())
+
+
 def build_grpo_config(cfg: Any, *, output_dir: str, cuda: bool) -> GRPOConfig:
     """A `GRPOConfig` for multi-turn Dr. GRPO with every default that matters set explicitly."""
-    bf16 = cfg.bf16 if cfg.bf16 is not None else bool(cuda and torch.cuda.is_bf16_supported())
+    bf16 = resolve_bf16(cfg, cuda=cuda)
     report_to = "none" if cfg.report_to == "none" else [cfg.report_to]
     return GRPOConfig(
         output_dir=output_dir,

@@ -127,3 +127,29 @@ def test_warmstart_only_is_a_cached_stage_reused_across_grpo_settings(
               warmstart_only=True)  # fmt: skip
     with pytest.raises(ConfigError, match="sft_warmstart"):
         train(make_config(tmp_path, tiny_model_dir), warmstart_only=True)
+
+
+def test_bf16_reaches_the_warm_start_and_keys_its_cache(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bf16` (mixed precision) applies to the SFT warm start as to Dr. GRPO, and a warm start
+    trained with one setting is not reused by a config with the other."""
+    import tomgym.training.rl.trl_adapter as adapter
+    from tomgym.training.rl.train_config import ConfigError
+    from tomgym.training.rl.trainer import train
+
+    sft = {"sft_warmstart": True, "sft_games": 2, "sft_steps": 1, "sft_batch_size": 2}
+    precisions: list[bool] = []
+    real_run_sft = adapter.run_sft
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        precisions.append(kw["bf16"])
+        return real_run_sft(*args, **kw)
+
+    monkeypatch.setattr(adapter, "run_sft", spy)
+    summary = train(make_config(tmp_path, tiny_model_dir, **sft, bf16=True), warmstart_only=True)
+    assert precisions == [True]  # CPU autocast: the stage trains and finishes
+    assert summary["sft_warmstart"]["games"] == 2
+    with pytest.raises(ConfigError, match="bf16"):
+        train(make_config(tmp_path, tiny_model_dir, **sft), resume=True, warmstart_only=True)
+    assert adapter.resolve_bf16(make_config(tmp_path, tiny_model_dir), cuda=False) is False
