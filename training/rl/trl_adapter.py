@@ -105,7 +105,8 @@ def build_grpo_config(cfg: Any, *, output_dir: str, cuda: bool) -> GRPOConfig:
 
 @contextlib.contextmanager
 def generation_model(trainer: GRPOTrainer) -> Iterator[Any]:
-    """The trainer's model ready for `generate` (unwrapped, ZeRO-3 params gathered, no ckpting)."""
+    """The trainer's model ready for `generate` (unwrapped, ZeRO-3 params gathered, no ckpting;
+    on CPU without the mixed-precision autocast: `cpu_generation_without_autocast`)."""
     with (
         unwrap_model_for_generation(
             trainer.model_wrapped,
@@ -113,9 +114,32 @@ def generation_model(trainer: GRPOTrainer) -> Iterator[Any]:
             gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
             gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
         ) as model,
+        cpu_generation_without_autocast(model),
         torch.no_grad(),
     ):
         yield model
+
+
+@contextlib.contextmanager
+def cpu_generation_without_autocast(model: Any) -> Iterator[None]:
+    """Within the block, a CPU model prepared for bf16 mixed precision runs its forward in the
+    weights' own dtype, as the policy backends do.
+
+    accelerate wraps a prepared model's `forward` in autocast (and keeps the wrapper when
+    unwrapped for generation), so every rollout forward would re-cast all fp32 weights to bf16.
+    On CPU that made generation slower, not faster (README "Benchmarks": a bf16 decode is
+    slower than fp32's there), so rollouts sample from the fp32 weights while the loss
+    forward keeps its autocast. On GPU, and for a model without the wrapper, nothing changes."""
+    unwrapped = model.__dict__.get("_original_forward")
+    wrapped = model.__dict__.get("forward")
+    if unwrapped is None or wrapped is None or model.device.type != "cpu":
+        yield
+        return
+    model.forward = unwrapped
+    try:
+        yield
+    finally:
+        model.forward = wrapped
 
 
 class DrGRPOTrainer(GRPOTrainer):

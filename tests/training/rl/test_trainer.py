@@ -266,6 +266,33 @@ def train_with_reward(
     return session, trainer, capture, played
 
 
+def test_bf16_on_cpu_autocasts_the_loss_forward_and_not_the_rollouts(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """With `bf16=true` on CPU the loss forward runs under bf16 autocast (accelerate's wrapper)
+    while the rollouts sample from the fp32 weights without it, and the step trains."""
+    import math
+
+    import torch
+    from tomgym.training.rl.trainer import TrainingSession, build_trainer
+
+    calls: list[tuple[bool, bool]] = []  # (gradients on, autocast on) of each forward
+
+    def record(*_: Any) -> None:
+        calls.append((torch.is_grad_enabled(), torch.is_autocast_enabled("cpu")))
+
+    trainer = build_trainer(TrainingSession(make_config(tmp_path, tiny_model_dir, bf16=True)))
+    assert trainer.args.bf16 is True
+    trainer.model.get_base_model().model.layers[0].register_forward_hook(record)
+    trainer.train()
+    rollouts = [autocast for grad, autocast in calls if not grad]
+    losses = [autocast for grad, autocast in calls if grad]
+    assert rollouts and not any(rollouts)
+    assert losses and all(losses)
+    step = [h for h in trainer.state.log_history if "loss" in h][-1]
+    assert math.isfinite(step["loss"]) and math.isfinite(step["grad_norm"])
+
+
 def flat_until_resampled(record: dict, ctx: Any) -> float:
     """0 for every episode as first drawn (flat groups); the member index once resampled."""
     game_id = record["game_id"]
