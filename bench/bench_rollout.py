@@ -52,12 +52,13 @@ import argparse
 import json
 import math
 import resource
-import statistics
 import sys
 import time
 from typing import Any
 
 from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS as ATTACKERS
+
+from bench import paired
 
 ENV_ID = "tomgym/tomsb-v0"
 
@@ -205,11 +206,6 @@ def play(
     return result, [_defender_answers(r) for r in ordered]
 
 
-def _ratio(numerator: float, denominator: float) -> float | None:
-    """`numerator / denominator` to 3 decimals; None where the denominator measured nothing."""
-    return round(numerator / denominator, 3) if denominator > 0 else None
-
-
 def compare_linear(
     paths: dict[str, Any], args: argparse.Namespace, reference: list[list[str]] | None
 ) -> dict[str, Any]:
@@ -219,25 +215,23 @@ def compare_linear(
     names = list(paths)
     runs: dict[str, list[float]] = {name: [] for name in names}
     identical = True
-    for pair in range(pairs):
-        for name in names if pair % 2 == 0 else names[::-1]:
-            result, answers = play(
-                paths[name], level, games_at(level, args), args.turns, args, f"c{level}"
-            )
-            _log(f"level {level} cached, {name} (pair {pair + 1}): {json.dumps(result)}")
-            runs[name].append(result["episodes_per_min"])
-            if reference is None:
-                reference = answers
-            identical &= answers == reference
+    for pair, name in paired.interleaved(names, pairs):
+        result, answers = play(
+            paths[name], level, games_at(level, args), args.turns, args, f"c{level}"
+        )
+        _log(f"level {level} cached, {name} (pair {pair + 1}): {json.dumps(result)}")
+        runs[name].append(result["episodes_per_min"])
+        if reference is None:
+            reference = answers
+        identical &= answers == reference
     first, second = names
-    medians = {name: statistics.median(values) for name, values in runs.items()}
+    compared = paired.summary(runs, first, second)
     return {
         "concurrency": level,
         "pairs": pairs,
         "episodes_per_min": runs,
-        "median_episodes_per_min": medians,
-        f"{first}_vs_{second}": _ratio(medians[first], medians[second]),
-        "pair_ratios": [_ratio(a, b) for a, b in zip(runs[first], runs[second], strict=True)],
+        "median_episodes_per_min": compared.pop("median"),
+        **compared,
         "identical_greedy": identical,
     }
 
@@ -375,10 +369,10 @@ def main(argv: list[str] | None = None) -> int:
         same = answers["cached"] == answers["uncached"]
         identical &= same
         entry["identical_greedy"] = same
-        entry["cached_vs_uncached"] = _ratio(
+        entry["cached_vs_uncached"] = paired.ratio(
             entry["cached"]["episodes_per_min"], entry["uncached"]["episodes_per_min"]
         )
-        entry["prefill_seconds_ratio"] = _ratio(
+        entry["prefill_seconds_ratio"] = paired.ratio(
             entry["uncached"]["prefill_seconds_per_episode"],
             entry["cached"]["prefill_seconds_per_episode"],
         )
@@ -446,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         "cached_vs_uncached": {
             str(e["concurrency"]): e["cached_vs_uncached"] for e in level_results
         },
-        f"speedup_{max(levels)}_vs_1_cached": _ratio(
+        f"speedup_{max(levels)}_vs_1_cached": paired.ratio(
             top["cached"]["episodes_per_min"], one["cached"]["episodes_per_min"]
         )
         if one and top

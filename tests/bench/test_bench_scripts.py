@@ -16,6 +16,7 @@ SCRIPTS = [
     "bench.bench_envs",
     "bench.bench_heldout",
     "bench.bench_learning",
+    "bench.bench_precision",
     "bench.bench_replicates",
     "bench.bench_rollout",
     "bench.gpu_check",
@@ -253,3 +254,17 @@ def test_heldout_pools_of_several_seeds_are_read_back_and_paired_as_one(
         main(["--pool", str(one), "--grpo-spec", "scripted:naive"])
     with pytest.raises(SystemExit, match="no finished held-out report"):
         main(["--pool", str(one), str(tmp_path / "missing")])
+
+
+def test_paired_settings_alternate_their_order_and_report_medians_and_pair_ratios() -> None:
+    from bench import paired
+
+    assert list(paired.interleaved(["a", "b"], 3)) == [
+        (0, "a"), (0, "b"), (1, "b"), (1, "a"), (2, "a"), (2, "b"),
+    ]  # fmt: skip
+    assert paired.summary({"a": [2.0, 4.0, 3.0], "b": [1.0, 2.0, 2.0]}, "a", "b") == {
+        "median": {"a": 3.0, "b": 2.0},
+        "a_vs_b": 1.5,
+        "pair_ratios": [2.0, 2.0, 1.5],
+    }
+    assert paired.ratio(1.0, 0.0) is None
