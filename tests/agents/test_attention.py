@@ -89,3 +89,30 @@ def test_setting_is_restored_after_an_error_and_other_implementations_are_left_a
             assert model.config._attn_implementation == "eager"
     finally:
         model.config._attn_implementation = "sdpa"
+
+
+def test_bf16_decode_on_a_strided_cache_view_matches_fp32() -> None:
+    """The bf16 decode product reads the keys as the left operand (no copy of the engine's
+    growing buffers); its output is fp32's up to bf16 rounding, padding holes included."""
+    from tomgym.agents.llm.attention import _grouped_decode
+
+    gen = torch.Generator().manual_seed(0)
+    batch, kv_heads, groups, dim, capacity, length = 2, 3, 3, 8, 16, 5
+    keys = torch.randn(batch, kv_heads, capacity, dim, generator=gen)
+    values = torch.randn(batch, kv_heads, capacity, dim, generator=gen)
+    query = torch.randn(batch, kv_heads * groups, 1, dim, generator=gen)
+    mask = torch.ones(batch, 1, 1, length, dtype=torch.bool)
+    mask[1, ..., :2] = False  # a left-padded row
+    reference = _grouped_decode(query, keys[:, :, :length], values[:, :, :length], mask, None)
+    low = _grouped_decode(
+        query.bfloat16(),
+        keys.bfloat16()[:, :, :length],
+        values.bfloat16()[:, :, :length],
+        mask,
+        None,
+    )
+    assert low.dtype == torch.bfloat16 and low.shape == reference.shape == (batch, 1, 9, dim)
+    assert (low.float() - reference).abs().max().item() < 0.05
+    # The holes are holes: the padded row equals attention over its real positions alone.
+    alone = _grouped_decode(query[1:], keys[1:, :, 2:length], values[1:, :, 2:length], None, None)
+    assert (reference[1:] - alone).abs().max().item() < 1e-5
