@@ -12,7 +12,8 @@ that copy, not the matrix products, dominated decoding on CPU (`bench/bench_roll
 - With gradients enabled (training, TRL's loss), with dropout or with any argument beyond the
   plain ones, it is stock `sdpa_attention_forward`, call for call: training is unchanged.
 - Inference, one query token (decode): the query heads of each KV head attend to that head's keys
-  in one batched matrix product, softmax in float32, no expanded copy.
+  in one batched matrix product, softmax in float32, no expanded copy (in bf16/fp16 on CPU the
+  product is written keys-first, which reads a strided cache view in place).
 - Inference, several query tokens (prefill) with a mask: torch's SDPA with `enable_gqa=True`.
 - Outputs equal `sdpa`'s up to float rounding (`tests/agents/test_attention.py`).
 
