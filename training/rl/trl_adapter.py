@@ -126,10 +126,12 @@ def cpu_generation_without_autocast(model: Any) -> Iterator[None]:
     weights' own dtype, as the policy backends do.
 
     accelerate wraps a prepared model's `forward` in autocast (and keeps the wrapper when
-    unwrapped for generation), so every rollout forward would re-cast all fp32 weights to bf16.
-    On CPU that made generation slower, not faster (README "Benchmarks": a bf16 decode is
-    slower than fp32's there), so rollouts sample from the fp32 weights while the loss
-    forward keeps its autocast. On GPU, and for a model without the wrapper, nothing changes."""
+    unwrapped for generation), and autocast re-casts the frozen fp32 weights to bf16 on every
+    call (it caches only casts of weights that require grad): on CPU a one-token decode step
+    then costs a conversion of the whole model, and the first `bf16=true` learning run took
+    184-277 s a Dr. GRPO step against fp32's ~136 s (docs/training.md, "Precision on a CPU").
+    So rollouts sample from the fp32 weights while the loss forward keeps its autocast. On GPU,
+    and for a model without the wrapper, nothing changes."""
     unwrapped = model.__dict__.get("_original_forward")
     wrapped = model.__dict__.get("forward")
     if unwrapped is None or wrapped is None or model.device.type != "cpu":
