@@ -3,8 +3,8 @@ precision (`bf16=true`), measured in one run.
 
     python -m bench.bench_precision [--pairs 2] [--steps 2] [--tokens 948] [--loss-tokens 349]
 
-Each measurement is a real warm-start stage (`trl_adapter.run_sft`: the trainer's SFT path, LoRA
-from `cpu_demo.yaml`, `sft_batch_size` sequences a step) on a fresh copy of the config's model,
+Each measurement is a real warm-start stage (`trainer.sft_on_sequences`, the stage the warm start
+runs: LoRA from `cpu_demo.yaml`, `sft_batch_size` sequences a step) on a fresh copy of the model,
 for `--steps` steps, timed by the trainer's own train loop (loading is not counted), on
 sequences of random ids shaped like the demo's teacher games (948 tokens, 349 of them under the
 loss, as its warm start reports them in `sft_warmstart.json`): the content does not change the
@@ -25,6 +25,7 @@ import random
 import sys
 import tempfile
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 PRECISIONS = {"fp32": False, "bf16": True}
@@ -65,34 +66,15 @@ def random_sequences(count: int, tokens: int, loss_tokens: int, vocab: int, seed
     return episodes
 
 
-def measure(cfg: Any, bf16: bool, episodes: list, steps: int) -> float:
-    """Seconds per step of `steps` SFT steps on a fresh model in the given precision (the
-    trainer's own train-loop runtime: loading and setting up are not counted)."""
-    from tomgym.training.rl.trainer import (
-        load_model,
-        load_tokenizer,
-        lora_config,
-        resolve_model_path,
-    )
-    from tomgym.training.rl.trl_adapter import run_sft
+def measure(cfg: Any, tokenizer: Any, episodes: list) -> float:
+    """Seconds per step of the warm start's SFT stage on a fresh model, as `cfg` sets it (its
+    `bf16` and `sft_steps`): the trainer's own train-loop runtime, loading not counted."""
+    from tomgym.training.rl.trainer import load_model, resolve_model_path, sft_on_sequences
 
-    path = resolve_model_path(cfg.model)
-    model, tokenizer = load_model(cfg, path), load_tokenizer(cfg, path)
+    model = load_model(cfg, resolve_model_path(cfg.model))
     with tempfile.TemporaryDirectory() as out:
-        _, metrics = run_sft(
-            model,
-            tokenizer,
-            episodes,
-            output_dir=out,
-            steps=steps,
-            learning_rate=cfg.sft_learning_rate,
-            batch_size=cfg.sft_batch_size,
-            seed=cfg.seed,
-            peft_config=lora_config(cfg),
-            bf16=bf16,
-            use_cpu=True,
-        )
-    return float(metrics["train_runtime"]) / steps
+        _, metrics = sft_on_sequences(cfg, model, tokenizer, episodes, Path(out))
+    return float(metrics["train_runtime"]) / cfg.sft_steps
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -109,13 +91,14 @@ def main(argv: list[str] | None = None) -> None:
     machine = describe_machine()
     path = args.config or str(resources.files("tomgym.training") / "configs" / "cpu_demo.yaml")
     cfg = TrainConfig.load(path, [])
-    vocab = len(load_tokenizer(cfg, resolve_model_path(cfg.model)))
+    tokenizer = load_tokenizer(cfg, resolve_model_path(cfg.model))
     episodes = random_sequences(
-        cfg.sft_batch_size * args.steps, args.tokens, args.loss_tokens, vocab, seed=cfg.seed
+        cfg.sft_batch_size * args.steps, args.tokens, args.loss_tokens, len(tokenizer), cfg.seed
     )
     seconds: dict[str, list[float]] = {name: [] for name in PRECISIONS}
     for pair, name in paired.interleaved(list(PRECISIONS), args.pairs):
-        seconds[name].append(measure(cfg, PRECISIONS[name], episodes, args.steps))
+        stage = cfg.model_copy(update={"bf16": PRECISIONS[name], "sft_steps": args.steps})
+        seconds[name].append(measure(stage, tokenizer, episodes))
         print(f"pair {pair + 1} {name}: {seconds[name][-1]:.2f} s a step", file=sys.stderr)
     compared = paired.summary(seconds, "fp32", "bf16")
     result = {

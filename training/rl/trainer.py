@@ -560,6 +560,30 @@ class TranscriptRecorder(BasePolicy):
         return self.chats.pop(game_id, [])
 
 
+def sft_on_sequences(
+    cfg: TrainConfig, model: Any, tokenizer: Any, sequences: list[EpisodeTokens], out_dir: Path
+) -> tuple[Any, dict[str, Any]]:
+    """The warm start's SFT stage on spliced `sequences`, as `cfg` sets it (`sft_steps`,
+    `sft_learning_rate`, `sft_batch_size` sequences a step, LoRA, `bf16`); returns the merged
+    model and TRL's train metrics. `sft_warmstart` feeds it the teacher's games;
+    `bench.bench_precision` times it."""
+    from tomgym.training.rl.trl_adapter import resolve_bf16, run_sft
+
+    return run_sft(
+        model,
+        tokenizer,
+        sequences,
+        output_dir=str(out_dir),
+        steps=cfg.sft_steps,
+        learning_rate=cfg.sft_learning_rate,
+        batch_size=cfg.sft_batch_size,
+        seed=cfg.seed,
+        peft_config=lora_config(cfg),
+        bf16=resolve_bf16(cfg, cuda=_cuda()),
+        use_cpu=not _cuda(),
+    )
+
+
 def sft_warmstart(
     session: TrainingSession, model: Any, out_dir: Path
 ) -> tuple[Any, dict[str, Any]]:
@@ -569,8 +593,6 @@ def sft_warmstart(
     the loss covers every defender turn of the game at once, and the dialogue is encoded once
     per game rather than once per turn.
     """
-    from tomgym.training.rl.trl_adapter import resolve_bf16, run_sft
-
     cfg = session.cfg
     chosen = [
         session.rows[derive_seed(cfg.seed, "sft", i) % len(session.rows)]
@@ -583,19 +605,7 @@ def sft_warmstart(
         raise RuntimeError(f"the SFT teacher {cfg.sft_teacher!r} produced no transcripts")
     records = [ep.record for ep in played]
     started = time.perf_counter()
-    model, metrics = run_sft(
-        model,
-        session.tokenizer,
-        sequences,
-        output_dir=str(out_dir / "sft"),
-        steps=cfg.sft_steps,
-        learning_rate=cfg.sft_learning_rate,
-        batch_size=cfg.sft_batch_size,
-        seed=cfg.seed,
-        peft_config=lora_config(cfg) if cfg.use_lora else None,
-        bf16=resolve_bf16(cfg, cuda=_cuda()),
-        use_cpu=not _cuda(),
-    )
+    model, metrics = sft_on_sequences(cfg, model, session.tokenizer, sequences, out_dir / "sft")
     seconds = time.perf_counter() - started
     outcomes: dict[str, int] = {}
     for r in records:
