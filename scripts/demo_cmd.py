@@ -193,16 +193,21 @@ def run_demo(args: argparse.Namespace) -> int:
         _banner("4. Result")
         print(stage_table(report))
         print(f"\ntrained defender (policy spec): {report['policy_specs']['grpo']}")
-        print("train reward by step:", [round(r, 3) for r in report["train_reward_by_step"]])
+        print("train reward by step:", _rounded(report["train_reward_by_step"], 3))
         print(
             "groups with zero reward variance by step:",
-            [round(r, 2) for r in report["frac_zero_variance_groups"]],
+            _rounded(report["frac_zero_variance_groups"], 2),
         )
         (out / "learning.json").write_text(json.dumps(report, indent=2, default=str))
         _banner("5. Plots and transcripts of the trained defender's games")
         _report(out / stage_folder("grpo", cfg, 1))
     _banner(f"done in {time.perf_counter() - started:.0f} s; everything is under {out}")
     return 0
+
+
+def _rounded(values: list[float | None], digits: int) -> list[float | None]:
+    """Per-step numbers for printing; None stays None (a step that reused a rollout)."""
+    return [None if value is None else round(value, digits) for value in values]
 
 
 def _report(folder: Path) -> None:

@@ -357,8 +357,12 @@ STEP_METRICS = {
 
 
 def step_metrics(log_history: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    """Per GRPO step (TRL's log history), the numbers of `STEP_METRICS`."""
-    steps = [h for h in log_history if "reward" in h and "time/rollout_s" in h]
+    """Per GRPO optimiser step (TRL's log history), the numbers of `STEP_METRICS`.
+
+    A step that optimised an earlier step's rollout again (`num_iterations` > 1) logs no
+    rollout: its rollout numbers are None and its `rollout_s_by_step` is 0.
+    """
+    steps = [h for h in log_history if "time/rollout_s" in h]
     return {name: [h.get(key) for h in steps] for name, key in STEP_METRICS.items()}
 
 

@@ -225,8 +225,15 @@ class TrainConfig(BaseModel):
     warmup_steps: Int = _f(0, "LR warm-up steps.", ge=0)
     weight_decay: Float = _f(0.0, "AdamW weight decay.", ge=0)
     max_grad_norm: Float = _f(1.0, "Gradient clipping.", gt=0)
+    num_iterations: Int = _f(
+        1,
+        "Optimiser steps per rollout (GRPO's mu): each rollout's episodes are optimised this "
+        "many times, with the clipped importance ratio against the log-probs the model gave "
+        "them before its first step (1 = Dr. GRPO as published: ratio 1, no clipping).",
+        ge=1,
+    )
     epsilon: Float = _f(
-        0.2, "PPO clip range (inactive with num_iterations=1 but set explicitly).", gt=0
+        0.2, "PPO clip range of the importance ratio (active with num_iterations > 1).", gt=0
     )
     max_steps: Int = _f(100, "Optimisation steps.", ge=1)
     per_device_train_batch_size: Int = _f(
@@ -421,6 +428,12 @@ class TrainConfig(BaseModel):
             raise ValueError(
                 "teacher_episodes_per_group with vllm_importance_sampling_correction: the teacher's "
                 "turns have no sampling log-probs to correct with; set the correction false"
+            )
+        if self.save_steps % self.num_iterations:
+            raise ValueError(
+                f"save_steps ({self.save_steps}) must be a multiple of num_iterations "
+                f"({self.num_iterations}): a checkpoint between the steps that reuse one rollout "
+                "would resume on a new rollout, not the one the run was optimising"
             )
         if self.generation_backend == "vllm" and self.answer_constraints:
             raise ValueError(

@@ -8,7 +8,10 @@ that reach reward functions row by row; Dr. GRPO = `loss_type="dr_grpo"` + `scal
 
     loss = sum_i sum_t mask_it * (-A_i * ratio_it) / (B * max_completion_length)
 
-(ratio = 1 on the first and only iteration) divided by the accumulation steps.
+(ratio = 1 on the first and only iteration) divided by the accumulation steps. With the config's
+`num_iterations` mu > 1, TRL optimises each rollout's batch for mu optimiser steps, scoring it
+once more before the first (`old_per_token_logps`) so that the later steps' ratio is clipped to
+`1 +- epsilon` (`-min(ratio * A, clip(ratio) * A)`); it calls `rollout_func` every mu steps.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def build_grpo_config(cfg: Any, *, output_dir: str, cuda: bool) -> GRPOConfig:
         loss_type="dr_grpo",
         scale_rewards="none",
         beta=0.0,
-        num_iterations=1,
+        num_iterations=cfg.num_iterations,
         epsilon=cfg.epsilon,
         multi_objective_aggregation="sum_then_normalize",
         mask_truncated_completions=False,  # the episode tail ends with our EOS or a spliced turn

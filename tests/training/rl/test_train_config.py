@@ -118,6 +118,11 @@ def test_overrides_are_parsed_by_field_type() -> None:
             {"teacher_episodes_per_group": 1, "generation_backend": "vllm"},
             "the teacher's turns have no sampling log-probs",
         ),
+        ({"num_iterations": 0}, "num_iterations: must be >= 1, got 0"),
+        (
+            {"num_iterations": 2, "save_steps": 3},
+            "save_steps (3) must be a multiple of num_iterations (2)",
+        ),
     ],
 )
 def test_mistyped_fields_are_named_in_one_line(data: dict, message: str) -> None:

@@ -401,6 +401,88 @@ def test_teacher_guided_groups_train_the_teachers_turns_with_the_group_advantage
     assert "teacher/outcome/fooled" in logged and "outcome/fooled" in logged
 
 
+def test_num_iterations_optimises_one_rollout_twice_with_the_clipped_ratio(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`num_iterations=2`: one rollout (model and teacher episodes) feeds two optimiser steps;
+    both score it against the log-probs the model gave it before the first, so the first step is
+    Dr. GRPO's ratio-1 loss and the second the clipped surrogate at the moved weights; the second
+    step logs no rollout (`step_metrics`: None reward, 0 rollout seconds)."""
+    import torch
+    from tomgym.training.rl.learning import step_metrics
+
+    scored: list[torch.Tensor] = []  # each loss call's log-probs at the weights it optimises
+
+    def score_before_loss(trainer: Any) -> None:
+        original = trainer._compute_loss
+
+        def wrapped(model: Any, inputs: dict) -> Any:
+            ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+            attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+            with torch.no_grad():
+                logps, _, _ = trainer._get_per_token_logps_and_entropies(
+                    model, ids, attention, inputs["completion_ids"].size(1)
+                )
+            scored.append(logps)
+            return original(model, inputs)
+
+        trainer._compute_loss = wrapped
+
+    from tomgym.training.rl import trainer as trainer_module
+
+    build = trainer_module.build_trainer
+    monkeypatch.setattr(
+        trainer_module, "build_trainer", lambda s: (t := build(s), score_before_loss(t))[0]
+    )
+    session, trainer, capture, played = train_with_reward(
+        tmp_path,
+        tiny_model_dir,
+        monkeypatch,
+        played_by_the_teacher,
+        teacher_episodes_per_group=1,
+        num_iterations=2,
+        max_steps=2,
+        save_steps=2,
+        epsilon=0.05,
+    )
+    assert trainer.args.num_iterations == 2 and trainer.state.global_step == 2
+    assert [len(games) for games in played] == [2]  # one rollout: the model's 2 of 4 episodes
+    assert len(capture.calls) == 2 == len(scored)
+    (first, first_loss), (second, second_loss) = capture.calls
+    rows = {tuple(r.tolist()) for r in first["completion_ids"]}
+    assert rows == {tuple(r.tolist()) for r in second["completion_ids"]}
+    L = session.cfg.max_completion_length
+    for (inputs, loss_value), logps in zip(capture.calls, scored, strict=True):
+        mask = (inputs["completion_mask"] * inputs["tool_mask"]).float()
+        old = inputs["old_per_token_logps"]
+        advantages = inputs["advantages"].unsqueeze(1)
+        ratio = torch.exp(logps - old)
+        surrogate = torch.min(ratio * advantages, ratio.clamp(0.95, 1.05) * advantages)
+        expected = -(surrogate * mask).sum() / (mask.shape[0] * L)
+        assert loss_value == pytest.approx(float(expected), abs=1e-5)
+    real = first["completion_mask"].bool()
+    drift = (scored[1] - second["old_per_token_logps"]).abs()[real]
+    assert torch.allclose(scored[0][real], first["old_per_token_logps"][real], atol=1e-5)
+    assert drift.max() > 1e-3, "the first step did not move the weights: the test is vacuous"
+    assert first_loss != pytest.approx(second_loss, abs=1e-6)
+    metrics = step_metrics(trainer.state.log_history)
+    assert metrics["train_reward_by_step"][0] == pytest.approx(0.5)
+    assert metrics["train_reward_by_step"][1] is None
+    assert metrics["rollout_s_by_step"][0] > 0 == metrics["rollout_s_by_step"][1]
+    assert all(seconds > 0 for seconds in metrics["optimisation_s_by_step"])
+    # Resumed from its checkpoint (a rollout boundary: `save_steps` is a multiple of mu), the
+    # run plays one new rollout for its next two steps, as the uninterrupted run would.
+    from tomgym.training.rl.trainer import TrainingSession
+
+    resumed = TrainingSession(session.cfg.model_copy(update={"max_steps": 4}))
+    replayed: list[Any] = []
+    play = resumed.player.play
+    monkeypatch.setattr(resumed.player, "play", lambda games: replayed.append(games) or play(games))
+    trainer2 = trainer_module.build_trainer(resumed)
+    trainer2.train(resume_from_checkpoint=True)
+    assert trainer2.state.global_step == 4 and [len(games) for games in replayed] == [2]
+
+
 def test_nan_reward_is_rejected_with_the_component_name(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
