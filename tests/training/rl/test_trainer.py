@@ -242,25 +242,35 @@ def test_rejection_sft_uses_acceptance_as_advantage(
     )
 
 
+def record_plays(session: Any, monkeypatch: pytest.MonkeyPatch) -> list[list[Any]]:
+    """The game lists the session's model player is asked to play (one per rollout), as played."""
+    played: list[list[Any]] = []
+    play = session.player.play
+    monkeypatch.setattr(session.player, "play", lambda games: played.append(games) or play(games))
+    return played
+
+
 def train_with_reward(
     tmp_path: Path,
     tiny_model_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
     reward: Any,
+    prepare: Any = None,
     **over: Any,
 ) -> tuple[Any, Any, Capture, list[list[Any]]]:
-    """One Dr. GRPO step with `reward` as the only component; the session, trainer, captured
-    loss inputs and the game lists the model's player was asked to play."""
+    """Dr. GRPO (one step unless `over` says otherwise) with `reward` as the only component,
+    `prepare(trainer)` called before training; the session, trainer, captured loss inputs and
+    the game lists the model's player was asked to play."""
     import tomgym.rewards.composer as composer
     from tomgym.training.rl.trainer import TrainingSession, build_trainer
 
     monkeypatch.setitem(composer.COMPONENTS, "stepwise_tom", reward)
     cfg = make_config(tmp_path, tiny_model_dir, reward_weights={"stepwise_tom": 1.0}, **over)
     session = TrainingSession(cfg)
-    played: list[list[Any]] = []
-    play = session.player.play
-    monkeypatch.setattr(session.player, "play", lambda games: played.append(games) or play(games))
+    played = record_plays(session, monkeypatch)
     trainer = build_trainer(session)
+    if prepare is not None:
+        prepare(trainer)
     capture = Capture(trainer)
     trainer.train()
     return session, trainer, capture, played
@@ -428,17 +438,12 @@ def test_num_iterations_optimises_one_rollout_twice_with_the_clipped_ratio(
 
         trainer._compute_loss = wrapped
 
-    from tomgym.training.rl import trainer as trainer_module
-
-    build = trainer_module.build_trainer
-    monkeypatch.setattr(
-        trainer_module, "build_trainer", lambda s: (t := build(s), score_before_loss(t))[0]
-    )
     session, trainer, capture, played = train_with_reward(
         tmp_path,
         tiny_model_dir,
         monkeypatch,
         played_by_the_teacher,
+        prepare=score_before_loss,
         teacher_episodes_per_group=1,
         num_iterations=2,
         max_steps=2,
@@ -472,13 +477,11 @@ def test_num_iterations_optimises_one_rollout_twice_with_the_clipped_ratio(
     assert all(seconds > 0 for seconds in metrics["optimisation_s_by_step"])
     # Resumed from its checkpoint (a rollout boundary: `save_steps` is a multiple of mu), the
     # run plays one new rollout for its next two steps, as the uninterrupted run would.
-    from tomgym.training.rl.trainer import TrainingSession
+    from tomgym.training.rl.trainer import TrainingSession, build_trainer
 
     resumed = TrainingSession(session.cfg.model_copy(update={"max_steps": 4}))
-    replayed: list[Any] = []
-    play = resumed.player.play
-    monkeypatch.setattr(resumed.player, "play", lambda games: replayed.append(games) or play(games))
-    trainer2 = trainer_module.build_trainer(resumed)
+    replayed = record_plays(resumed, monkeypatch)
+    trainer2 = build_trainer(resumed)
     trainer2.train(resume_from_checkpoint=True)
     assert trainer2.state.global_step == 4 and [len(games) for games in replayed] == [2]
 
