@@ -225,6 +225,13 @@ class TrainConfig(BaseModel):
     warmup_steps: Int = _f(0, "LR warm-up steps.", ge=0)
     weight_decay: Float = _f(0.0, "AdamW weight decay.", ge=0)
     max_grad_norm: Float = _f(1.0, "Gradient clipping.", gt=0)
+    beta: Float = _f(
+        0.0,
+        "KL penalty towards the starting model (the warm start: with LoRA, the adapter disabled), "
+        "per token k3 estimator added to the loss (0 = Dr. GRPO as published: no reference "
+        "forward).",
+        ge=0,
+    )
     num_iterations: Int = _f(
         1,
         "Optimiser steps per rollout (GRPO's mu): each rollout's episodes are optimised this "

@@ -9,6 +9,9 @@ that reach reward functions row by row; Dr. GRPO = `loss_type="dr_grpo"` + `scal
     loss = sum_i sum_t mask_it * (-A_i * ratio_it) / (B * max_completion_length)
 
 (ratio = 1 on the first and only iteration) divided by the accumulation steps. With the config's
+`beta` > 0, TRL scores each rollout's batch with the starting model too (a PEFT model with its
+adapter disabled; a copy of the starting checkpoint without LoRA) and adds `beta x KL_t` to
+every token's term, KL_t = exp(ref - logp) - (ref - logp) - 1. With the config's
 `num_iterations` mu > 1, TRL optimises each rollout's batch for mu optimiser steps, scoring it
 once more before the first (`old_per_token_logps`) so that the later steps' ratio is clipped to
 `1 +- epsilon` (`-min(ratio * A, clip(ratio) * A)`); it calls `rollout_func` every mu steps.
@@ -55,7 +58,7 @@ def build_grpo_config(cfg: Any, *, output_dir: str, cuda: bool) -> GRPOConfig:
         # Dr. GRPO
         loss_type="dr_grpo",
         scale_rewards="none",
-        beta=0.0,
+        beta=cfg.beta,
         num_iterations=cfg.num_iterations,
         epsilon=cfg.epsilon,
         multi_objective_aggregation="sum_then_normalize",

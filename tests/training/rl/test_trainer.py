@@ -486,6 +486,61 @@ def test_num_iterations_optimises_one_rollout_twice_with_the_clipped_ratio(
     assert trainer2.state.global_step == 4 and [len(games) for games in replayed] == [2]
 
 
+def test_beta_adds_the_kl_to_the_starting_model_which_is_the_adapter_disabled(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`beta > 0`: each rollout's batch is also scored by the starting model (the LoRA adapter
+    disabled), and every token's loss term gains `beta x KL_t` (TRL's k3 estimator) under Dr.
+    GRPO's normalisation; at the first step the fresh adapter is the starting model (KL 0)."""
+    import torch
+
+    seen: list[tuple[torch.Tensor, torch.Tensor]] = []  # (current, adapter-disabled) log-probs
+
+    def score_before_loss(trainer: Any) -> None:
+        original = trainer._compute_loss
+
+        def wrapped(model: Any, inputs: dict) -> Any:
+            ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+            attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+            keep = inputs["completion_ids"].size(1)
+            score = trainer._get_per_token_logps_and_entropies
+            with torch.no_grad():
+                current, _, _ = score(model, ids, attention, keep)
+                with trainer.model.disable_adapter():
+                    start, _, _ = score(model, ids, attention, keep)
+            seen.append((current, start))
+            return original(model, inputs)
+
+        trainer._compute_loss = wrapped
+
+    beta = 0.5
+    session, trainer, capture, _ = train_with_reward(
+        tmp_path,
+        tiny_model_dir,
+        monkeypatch,
+        varied_reward,
+        score_before_loss,
+        beta=beta,
+        max_steps=2,
+    )
+    assert trainer.args.beta == beta and len(capture.calls) == 2 == len(seen)
+    L = session.cfg.max_completion_length
+    kls = []
+    for (inputs, loss_value), (current, start) in zip(capture.calls, seen, strict=True):
+        mask = (inputs["completion_mask"] * inputs["tool_mask"]).float()
+        real = inputs["completion_mask"].bool()
+        ref = inputs["ref_per_token_logps"]
+        assert torch.allclose(ref[real], start[real], atol=1e-5)
+        kl = torch.exp(ref - current) - (ref - current) - 1
+        term = -inputs["advantages"].unsqueeze(1) + beta * kl
+        assert loss_value == pytest.approx(
+            float((term * mask).sum() / (mask.shape[0] * L)), abs=1e-5
+        )
+        kls.append(float((kl * mask).sum()))
+    assert kls[0] == pytest.approx(0.0, abs=1e-6)
+    assert kls[1] > 1e-6, "the first step did not move the weights: the KL term is untested"
+
+
 def test_nan_reward_is_rejected_with_the_component_name(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
