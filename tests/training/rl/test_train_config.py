@@ -119,6 +119,7 @@ def test_overrides_are_parsed_by_field_type() -> None:
             "the teacher's turns have no sampling log-probs",
         ),
         ({"num_iterations": 0}, "num_iterations: must be >= 1, got 0"),
+        ({"beta": -0.1}, "beta: must be >= 0.0, got -0.1"),
         (
             {"num_iterations": 2, "save_steps": 3},
             "save_steps (3) must be a multiple of num_iterations (2)",
