@@ -227,9 +227,9 @@ class TrainConfig(BaseModel):
     max_grad_norm: Float = _f(1.0, "Gradient clipping.", gt=0)
     beta: Float = _f(
         0.0,
-        "KL penalty towards the starting model (the warm start: with LoRA, the adapter disabled), "
-        "per token k3 estimator added to the loss (0 = Dr. GRPO as published: no reference "
-        "forward).",
+        "KL penalty towards the model training starts from (the SFT warm start when there is "
+        "one; with LoRA, the adapter disabled), TRL's per-token k3 estimator added to the loss "
+        "(0 = Dr. GRPO as published: no reference forward).",
         ge=0,
     )
     num_iterations: Int = _f(
