@@ -43,13 +43,28 @@ def make_config(tmp: Path, model_dir: Path, **over: Any) -> Any:
 
 
 class Capture:
-    """Wraps the trainer's `_compute_loss` to keep each micro-batch's inputs and loss."""
+    """Wraps the trainer's `_compute_loss` to keep each micro-batch's inputs and loss; with
+    `rescore`, also its log-probs scored just before the loss, at the weights the loss sees
+    (`current`) and with the LoRA adapter disabled (`start`: the model training started from)."""
 
-    def __init__(self, trainer: Any) -> None:
+    def __init__(self, trainer: Any, rescore: bool = False) -> None:
+        import torch
+
         self.calls: list[tuple[dict, float]] = []
+        self.current: list[torch.Tensor] = []
+        self.start: list[torch.Tensor] = []
         original = trainer._compute_loss
 
         def wrapped(model: Any, inputs: dict) -> Any:
+            if rescore:
+                ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+                attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+                keep = inputs["completion_ids"].size(1)
+                score = trainer._get_per_token_logps_and_entropies
+                with torch.no_grad():
+                    self.current.append(score(model, ids, attention, keep)[0])
+                    with trainer.model.disable_adapter():
+                        self.start.append(score(model, ids, attention, keep)[0])
             loss = original(model, inputs)
             self.calls.append(({k: v for k, v in inputs.items()}, float(loss.detach())))
             return loss
@@ -255,12 +270,12 @@ def train_with_reward(
     tiny_model_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
     reward: Any,
-    prepare: Any = None,
+    rescore: bool = False,
     **over: Any,
 ) -> tuple[Any, Any, Capture, list[list[Any]]]:
-    """Dr. GRPO (one step unless `over` says otherwise) with `reward` as the only component,
-    `prepare(trainer)` called before training; the session, trainer, captured loss inputs and
-    the game lists the model's player was asked to play."""
+    """Dr. GRPO (one step unless `over` says otherwise) with `reward` as the only component;
+    the session, trainer, captured loss inputs (`Capture`, with `rescore`) and the game lists
+    the model's player was asked to play."""
     import tomgym.rewards.composer as composer
     from tomgym.training.rl.trainer import TrainingSession, build_trainer
 
@@ -269,9 +284,7 @@ def train_with_reward(
     session = TrainingSession(cfg)
     played = record_plays(session, monkeypatch)
     trainer = build_trainer(session)
-    if prepare is not None:
-        prepare(trainer)
-    capture = Capture(trainer)
+    capture = Capture(trainer, rescore)
     trainer.train()
     return session, trainer, capture, played
 
@@ -421,29 +434,12 @@ def test_num_iterations_optimises_one_rollout_twice_with_the_clipped_ratio(
     import torch
     from tomgym.training.rl.learning import step_metrics
 
-    scored: list[torch.Tensor] = []  # each loss call's log-probs at the weights it optimises
-
-    def score_before_loss(trainer: Any) -> None:
-        original = trainer._compute_loss
-
-        def wrapped(model: Any, inputs: dict) -> Any:
-            ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
-            attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
-            with torch.no_grad():
-                logps, _, _ = trainer._get_per_token_logps_and_entropies(
-                    model, ids, attention, inputs["completion_ids"].size(1)
-                )
-            scored.append(logps)
-            return original(model, inputs)
-
-        trainer._compute_loss = wrapped
-
     session, trainer, capture, played = train_with_reward(
         tmp_path,
         tiny_model_dir,
         monkeypatch,
         played_by_the_teacher,
-        prepare=score_before_loss,
+        rescore=True,
         teacher_episodes_per_group=1,
         num_iterations=2,
         max_steps=2,
@@ -452,6 +448,7 @@ def test_num_iterations_optimises_one_rollout_twice_with_the_clipped_ratio(
     )
     assert trainer.args.num_iterations == 2 and trainer.state.global_step == 2
     assert [len(games) for games in played] == [2]  # one rollout: the model's 2 of 4 episodes
+    scored = capture.current  # each loss call's log-probs at the weights it optimises
     assert len(capture.calls) == 2 == len(scored)
     (first, first_loss), (second, second_loss) = capture.calls
     rows = {tuple(r.tolist()) for r in first["completion_ids"]}
@@ -494,35 +491,17 @@ def test_beta_adds_the_kl_to_the_starting_model_which_is_the_adapter_disabled(
     GRPO's normalisation; at the first step the fresh adapter is the starting model (KL 0)."""
     import torch
 
-    seen: list[tuple[torch.Tensor, torch.Tensor]] = []  # (current, adapter-disabled) log-probs
-
-    def score_before_loss(trainer: Any) -> None:
-        original = trainer._compute_loss
-
-        def wrapped(model: Any, inputs: dict) -> Any:
-            ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
-            attention = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
-            keep = inputs["completion_ids"].size(1)
-            score = trainer._get_per_token_logps_and_entropies
-            with torch.no_grad():
-                current, _, _ = score(model, ids, attention, keep)
-                with trainer.model.disable_adapter():
-                    start, _, _ = score(model, ids, attention, keep)
-            seen.append((current, start))
-            return original(model, inputs)
-
-        trainer._compute_loss = wrapped
-
     beta = 0.5
     session, trainer, capture, _ = train_with_reward(
         tmp_path,
         tiny_model_dir,
         monkeypatch,
         varied_reward,
-        score_before_loss,
+        rescore=True,
         beta=beta,
         max_steps=2,
     )
+    seen = list(zip(capture.current, capture.start, strict=True))
     assert trainer.args.beta == beta and len(capture.calls) == 2 == len(seen)
     L = session.cfg.max_completion_length
     kls = []
