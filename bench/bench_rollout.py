@@ -21,6 +21,8 @@ Measured, each for the cached and the uncached policy:
   `cost ~ turns^k` (1 = linear, 2 = quadratic);
 - `identical_greedy`: every defender answer of every episode is the same with and without cache;
 - the peak resident memory of the process and the peak number of cached tokens;
+- `config.decode_kernel`: whether fp32 decode attention ran in the compiled kernel
+  (`agents.llm.decode_kernel`; `TOMGYM_DECODE_KERNEL=0` measures torch's products instead);
 - `small_batch_linear`: at `--linear-level` games (8 by default; 0 skips it), the cached policy
   with and without the small-batch linear path (`F.linear` in the decode steps instead of
   `weight @ x.T`, `agents.llm.small_batch`), in `--linear-pairs` interleaved pairs (AB BA AB ...,
@@ -423,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     by_level = {e["concurrency"]: e for e in level_results}
     one, top = by_level.get(1), by_level.get(max(levels))
     import torch
+    from tomgym.agents.llm import decode_kernel
 
     report = {
         "machine": machine,
@@ -434,6 +437,8 @@ def main(argv: list[str] | None = None) -> int:
             "max_retries": args.max_retries,
             "temperature": 0.0,
             "torch_threads": torch.get_num_threads(),
+            # Whether fp32 decode attention ran in the compiled kernel (TOMGYM_DECODE_KERNEL).
+            "decode_kernel": decode_kernel.kernel() is not None,
             "load_seconds": round(load_seconds, 2),
         },
         "levels": level_results,

@@ -11,9 +11,11 @@ that copy, not the matrix products, dominated decoding on CPU (`bench/bench_roll
 
 - With gradients enabled (training, TRL's loss), with dropout or with any argument beyond the
   plain ones, it is stock `sdpa_attention_forward`, call for call: training is unchanged.
-- Inference, one query token (decode): the query heads of each KV head attend to that head's keys
-  in one batched matrix product, softmax in float32, no expanded copy (in bf16/fp16 on CPU the
-  product is written keys-first, which reads a strided cache view in place).
+- Inference, one query token (decode): fp32 on CPU runs the compiled kernel of
+  `decode_kernel` (each KV head's keys and values read once for its query heads) where it
+  builds; otherwise, and in other dtypes or devices, the query heads of each KV head attend to
+  that head's keys in one batched matrix product, softmax in float32, no expanded copy (in
+  bf16/fp16 on CPU the product is written keys-first, which reads a strided cache view in place).
 - Inference, several query tokens (prefill) with a mask: torch's SDPA with `enable_gqa=True`.
 - Outputs equal `sdpa`'s up to float rounding (`tests/agents/test_attention.py`).
 
@@ -28,6 +30,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from tomgym.agents.llm import decode_kernel
 
 GROUPED_SDPA = "tomgym_grouped_sdpa"
 """Name of the attention implementation in transformers' registries."""
@@ -47,9 +50,13 @@ def _grouped_decode(
     returns (b, 1, h, d) like `sdpa_attention_forward`."""
     batch, heads, _, dim = query.shape
     kv_heads, length = key.shape[1], key.shape[2]
+    scale = scaling if scaling is not None else dim**-0.5
+    if decode_kernel.supports(query, key, value, mask):
+        module = decode_kernel.kernel()
+        if module is not None:
+            return decode_kernel.decode_attention(query, key, value, mask, scale, module)
     # Query head h reads KV head h // groups (the order `repeat_kv` expands them in).
     grouped = query.reshape(batch, kv_heads, heads // kv_heads, dim)
-    scale = scaling if scaling is not None else dim**-0.5
     if key.dtype == torch.float32 or key.device.type != "cpu":
         scores = torch.matmul(grouped, key.transpose(-1, -2))
     else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 SCRIPTS = [
     "bench.bench_envs",
     "bench.bench_heldout",
+    "bench.bench_decode_step",
     "bench.bench_learning",
     "bench.bench_precision",
     "bench.bench_replicates",
@@ -58,6 +60,33 @@ def test_bench_envs_prints_its_result_with_the_machine_on_one_last_line(
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["tomsb_scripted_episodes_per_s"] > 0
     assert result["machine"]["fp32_gemm_gflops_1_thread"] > 0
+
+
+def test_decode_step_benchmark_pairs_the_kernel_with_torchs_products(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    torch = pytest.importorskip("torch")
+    from tomgym.agents.default_model import DefaultModelError
+    from tomgym.agents.llm import decode_kernel
+
+    from bench.bench_decode_step import main
+
+    if not decode_kernel.enabled():
+        pytest.skip(f"{decode_kernel.ENV_SWITCH}=0 turns the kernel off")
+    threads = torch.get_num_threads()
+    try:
+        main(["--games", "1,3", "--cached-tokens", "40", "--steps", "2", "--pairs", "2"])
+    except DefaultModelError as exc:
+        pytest.skip(str(exc))
+    finally:
+        torch.set_num_threads(threads)
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [level["games"] for level in result["levels"]] == [1, 3]
+    for level in result["levels"]:
+        assert level["median_ms"]["kernel"] > 0 and level["median_ms"]["torch"] > 0
+        assert len(level["pair_ratios"]) == 2 and level["kernel_vs_torch"] > 0
+        assert level["same_greedy_tokens"] and level["max_abs_logit_diff"] < 1e-3
+    assert decode_kernel.ENV_SWITCH not in os.environ
 
 
 def test_tomsb_matrix_runs_through_the_env(capsys: pytest.CaptureFixture[str]) -> None:
