@@ -26,24 +26,27 @@ namespace {
 // with -ffast-math, which assumes there are none).
 constexpr float MASKED = -1e30f;
 
-// Scaled scores of one KV head's G query heads against its key rows [0, L), MASKED where keep
-// is false.
+// Scaled scores of one KV head's G query heads against its key rows [0, L); MASKED where keep
+// is false, without reading those keys (a batch's holes hold nothing the row attends to).
 void scores_of_head(const float* q, const float* k, int64_t k_row, const bool* keep, int64_t L,
                     int64_t D, int64_t G, float scale, float* scores) {
 #ifdef __AVX512F__
   if (D == 64) {
     for (int64_t l = 0; l < L; ++l) {
+      if (keep && !keep[l]) {  // a hole: its key is never read
+        for (int64_t g = 0; g < G; ++g) scores[g * L + l] = MASKED;
+        continue;
+      }
       const float* kr = k + l * k_row;
       const __m512 k0 = _mm512_loadu_ps(kr), k1 = _mm512_loadu_ps(kr + 16),
                    k2 = _mm512_loadu_ps(kr + 32), k3 = _mm512_loadu_ps(kr + 48);
-      const bool kept = !keep || keep[l];
       for (int64_t g = 0; g < G; ++g) {
         const float* qg = q + g * D;
         __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(qg), k0);
         acc = _mm512_fmadd_ps(_mm512_loadu_ps(qg + 16), k1, acc);
         acc = _mm512_fmadd_ps(_mm512_loadu_ps(qg + 32), k2, acc);
         acc = _mm512_fmadd_ps(_mm512_loadu_ps(qg + 48), k3, acc);
-        scores[g * L + l] = kept ? _mm512_reduce_add_ps(acc) * scale : MASKED;
+        scores[g * L + l] = _mm512_reduce_add_ps(acc) * scale;
       }
     }
     return;
@@ -53,11 +56,15 @@ void scores_of_head(const float* q, const float* k, int64_t k_row, const bool* k
     const float* kr = k + l * k_row;
     const bool kept = !keep || keep[l];
     for (int64_t g = 0; g < G; ++g) {
+      if (!kept) {
+        scores[g * L + l] = MASKED;
+        continue;
+      }
       const float* qg = q + g * D;
       float s = 0.f;
 #pragma omp simd reduction(+ : s)
       for (int64_t d = 0; d < D; ++d) s += qg[d] * kr[d];
-      scores[g * L + l] = kept ? s * scale : MASKED;
+      scores[g * L + l] = s * scale;
     }
   }
 }
@@ -84,15 +91,16 @@ void softmax_rows(int64_t L, int64_t G, float* scores) {
   }
 }
 
-// out[g] = sum_l probs[g][l] * v[l] for the G query heads of one KV head.
-void weighted_values(const float* probs, const float* v, int64_t v_row, int64_t L, int64_t D,
-                     int64_t G, float* out, int64_t out_row) {
+// out[g] = sum_l probs[g][l] * v[l] for the G query heads of one KV head, kept rows only.
+void weighted_values(const float* probs, const float* v, int64_t v_row, const bool* keep,
+                     int64_t L, int64_t D, int64_t G, float* out, int64_t out_row) {
 #ifdef __AVX512F__
   if (D == 64 && G == 3) {
     __m512 a[12];
     for (auto& r : a) r = _mm512_setzero_ps();
     const float *p0 = probs, *p1 = probs + L, *p2 = probs + 2 * L;
     for (int64_t l = 0; l < L; ++l) {
+      if (keep && !keep[l]) continue;  // probability 0: the value is never read
       const float* vr = v + l * v_row;
       const __m512 v0 = _mm512_loadu_ps(vr), v1 = _mm512_loadu_ps(vr + 16),
                    v2 = _mm512_loadu_ps(vr + 32), v3 = _mm512_loadu_ps(vr + 48);
@@ -118,6 +126,7 @@ void weighted_values(const float* probs, const float* v, int64_t v_row, int64_t 
 #endif
   for (int64_t g = 0; g < G; ++g) std::fill(out + g * out_row, out + g * out_row + D, 0.f);
   for (int64_t l = 0; l < L; ++l) {
+    if (keep && !keep[l]) continue;
     const float* vr = v + l * v_row;
     for (int64_t g = 0; g < G; ++g) {
       const float p = probs[g * L + l];
@@ -168,7 +177,8 @@ torch::Tensor decode_attention(torch::Tensor query, torch::Tensor key, torch::Te
       scores_of_head(qp + (b * H + h * G) * D, kb, key.stride(2), keep_row, L, D, G, fscale,
                      scores.data());
       softmax_rows(L, G, scores.data());
-      weighted_values(scores.data(), vb, value.stride(2), L, D, G, op + (b * H + h * G) * D, D);
+      weighted_values(scores.data(), vb, value.stride(2), keep_row, L, D, G,
+                      op + (b * H + h * G) * D, D);
     }
   });
   return out;
