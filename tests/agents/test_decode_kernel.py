@@ -106,6 +106,16 @@ def test_a_fully_masked_row_gives_zeros_not_nan(module: Any) -> None:
     assert out[1].abs().max().item() == 0.0
 
 
+def test_holes_are_never_read(module: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    query, keys, values = _inputs(3, 3, 3, 60, 64, capacity=80)
+    keep = _holes(3, 60)
+    expected = _torch_path(query, keys, values, keep, None, monkeypatch=monkeypatch)
+    holes = ~keep.reshape(3, 1, 60, 1).expand_as(keys)
+    keys[holes], values[holes] = float("nan"), float("nan")
+    got = attention._grouped_decode(query, keys, values, keep, None)
+    assert (got - expected).abs().max().item() < TOLERANCE
+
+
 def test_supports_only_fp32_cpu_row_masks() -> None:
     query, keys, values = _inputs(2, 3, 3, 10, 64, capacity=10)
     row = torch.ones(2, 1, 1, 10, dtype=torch.bool)
