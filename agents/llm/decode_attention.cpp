@@ -96,28 +96,18 @@ void weighted_values(const float* probs, const float* v, int64_t v_row, const bo
                      int64_t L, int64_t D, int64_t G, float* out, int64_t out_row) {
 #ifdef __AVX512F__
   if (D == 64 && G == 3) {
+    // 3 heads x 4 vectors of 16 accumulators, all in registers (the loops unroll at -O3).
     __m512 a[12];
     for (auto& r : a) r = _mm512_setzero_ps();
-    const float *p0 = probs, *p1 = probs + L, *p2 = probs + 2 * L;
     for (int64_t l = 0; l < L; ++l) {
       if (keep && !keep[l]) continue;  // probability 0: the value is never read
       const float* vr = v + l * v_row;
-      const __m512 v0 = _mm512_loadu_ps(vr), v1 = _mm512_loadu_ps(vr + 16),
-                   v2 = _mm512_loadu_ps(vr + 32), v3 = _mm512_loadu_ps(vr + 48);
-      const __m512 w0 = _mm512_set1_ps(p0[l]), w1 = _mm512_set1_ps(p1[l]),
-                   w2 = _mm512_set1_ps(p2[l]);
-      a[0] = _mm512_fmadd_ps(w0, v0, a[0]);
-      a[1] = _mm512_fmadd_ps(w0, v1, a[1]);
-      a[2] = _mm512_fmadd_ps(w0, v2, a[2]);
-      a[3] = _mm512_fmadd_ps(w0, v3, a[3]);
-      a[4] = _mm512_fmadd_ps(w1, v0, a[4]);
-      a[5] = _mm512_fmadd_ps(w1, v1, a[5]);
-      a[6] = _mm512_fmadd_ps(w1, v2, a[6]);
-      a[7] = _mm512_fmadd_ps(w1, v3, a[7]);
-      a[8] = _mm512_fmadd_ps(w2, v0, a[8]);
-      a[9] = _mm512_fmadd_ps(w2, v1, a[9]);
-      a[10] = _mm512_fmadd_ps(w2, v2, a[10]);
-      a[11] = _mm512_fmadd_ps(w2, v3, a[11]);
+      __m512 row[4];
+      for (int c = 0; c < 4; ++c) row[c] = _mm512_loadu_ps(vr + c * 16);
+      for (int g = 0; g < 3; ++g) {
+        const __m512 w = _mm512_set1_ps(probs[g * L + l]);
+        for (int c = 0; c < 4; ++c) a[g * 4 + c] = _mm512_fmadd_ps(w, row[c], a[g * 4 + c]);
+      }
     }
     for (int64_t g = 0; g < 3; ++g)
       for (int64_t c = 0; c < 4; ++c) _mm512_storeu_ps(out + g * out_row + c * 16, a[g * 4 + c]);
