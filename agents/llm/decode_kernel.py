@@ -19,7 +19,9 @@ Contract:
   compiler, the Python headers and ninja: `make setup` installs ninja), `-O3 -march=native
   -ffast-math -fopenmp`, cached under torch's extensions folder by a name that hashes the
   source, the torch version and this CPU's flags (a cache shared between machines never loads
-  a build for another CPU). The first build takes 20-40 s; later processes load it.
+  a build for another CPU). The first build takes 20-40 s; later processes load it. A build
+  lock left by a process killed mid-build (torch's loader would wait on it forever) is removed
+  once it is `STALE_LOCK_SECONDS` old.
 - Where the build or load fails (no compiler, no ninja, macOS without OpenMP) `kernel()`
   returns None after one warning naming the cause, and the callers keep torch's products:
   nothing changes but speed. `TOMGYM_DECODE_KERNEL=0` turns the kernel off without trying
@@ -35,6 +37,7 @@ import os
 import platform
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -86,15 +89,40 @@ def _tool_dirs() -> list[str]:
     return dirs
 
 
+STALE_LOCK_SECONDS = 600
+"""A build lock older than this was left by a process that died while building (a build takes
+20-40 s): torch's loader would wait on it forever, so `_build` removes it."""
+
+
+def clear_stale_lock(build_dir: Path, max_age: float = STALE_LOCK_SECONDS) -> bool:
+    """Remove `build_dir/lock` when it is older than `max_age` seconds; True if removed."""
+    lock = build_dir / "lock"
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except OSError:
+        return False
+    if age <= max_age:
+        return False
+    logger.warning("removing a stale build lock %s (%.0f s old)", lock, age)
+    with contextlib.suppress(OSError):
+        lock.unlink()
+    return True
+
+
 def _build() -> Any:
     from torch.utils.cpp_extension import load
 
+    name = build_name()
+    with contextlib.suppress(ImportError, AttributeError, OSError):
+        from torch.utils.cpp_extension import _get_build_directory
+
+        clear_stale_lock(Path(_get_build_directory(name, verbose=False)))
     flags = ["-O3", "-march=native", "-ffast-math", "-fopenmp"]
     path = os.environ.get("PATH", "")
     os.environ["PATH"] = os.pathsep.join([*_tool_dirs(), path])
     try:
         return load(
-            name=build_name(),
+            name=name,
             sources=[str(SOURCE)],
             extra_cflags=flags,
             extra_ldflags=["-fopenmp"],

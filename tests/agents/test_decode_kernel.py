@@ -9,6 +9,7 @@ the Python headers): a build failure fails these tests rather than skipping them
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import pytest
@@ -166,3 +167,15 @@ def test_build_name_changes_with_the_cpu(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(decode_kernel, "_cpu_signature", lambda: "flags : sse2")
     assert decode_kernel.build_name() != here
     assert here.startswith("tomgym_decode_attention_")
+
+
+def test_a_stale_build_lock_is_removed_and_a_fresh_one_kept(tmp_path: Any) -> None:
+    lock = tmp_path / "lock"
+    lock.write_text("")
+    assert not decode_kernel.clear_stale_lock(tmp_path, max_age=60)
+    assert lock.exists()
+    old = lock.stat().st_mtime - 3600
+    os.utime(lock, (old, old))
+    assert decode_kernel.clear_stale_lock(tmp_path, max_age=60)
+    assert not lock.exists()
+    assert not decode_kernel.clear_stale_lock(tmp_path, max_age=60)
