@@ -1,22 +1,24 @@
 """A compiled decode-attention kernel for fp32 grouped-query models on CPU, built on first use.
 
-At 32 concurrent games a decode step of the bundled model spends about half its time in the
+At 32 concurrent games a decode step of the bundled model spent about half its time in the
 attention's two batched products (docs/llm.md: 189 of 404 ms on one thread), which torch runs
 as 3-row GEMMs at a third of the memory bandwidth. `decode_attention.cpp` reads each KV head's
 keys and values once for its group of query heads (fused scores, softmax and weighted sum,
-parallel over batch rows x KV heads on torch's intra-op threads): 8.0 -> 4.5 ms a layer on one
-thread and 5.2 -> 2.1 ms on two (32 games, 1,300 cached tokens; reading the keys and values once
-takes 3.0 and 2.3 ms), `bench/bench_rollout.py` for whole episodes.
+parallel over batch rows x KV heads on torch's intra-op threads): 9.1 -> 3.4 ms a layer on one
+thread and 4.8 -> 1.75 ms on two (32 games, 1,300 cached tokens; reading the keys and values
+once takes 3.0 and 2.3 ms). Whole decode steps: `bench/bench_decode_step.py`; episodes:
+`bench/bench_rollout.py`.
 
 Contract:
 
 - `decode_attention(query, key, value, keep, scale)`: query (B, H, 1, D), key/value (B, KV, L,
   D) fp32 on CPU with unit stride in D (read in place, strided buffers included), keep a bool
-  mask (B|1, 1, 1, L) (True = attend: transformers' `sdpa` mask) or None (`supports` checks); returns (B, 1, H, D), equal to
-  `attention._grouped_decode` up to float rounding (`tests/agents/test_decode_kernel.py`). A
-  row whose keys are all masked returns zeros (torch: NaN).
+  mask (B|1, 1, 1, L) (True = attend: transformers' `sdpa` mask) or None (`supports` checks);
+  returns (B, 1, H, D), equal to torch's products in `attention._grouped_decode` up to float
+  rounding (`tests/agents/test_decode_kernel.py`). Masked positions are never read; a row
+  whose keys are all masked returns zeros (torch: NaN).
 - `kernel()` builds the extension once per process with torch's C++ extension loader (a C++
-  compiler, the Python headers and ninja: `make setup` installs ninja), `-O3 -march=native
+  compiler, the Python headers and ninja: the `llm` extra installs ninja), `-O3 -march=native
   -ffast-math -fopenmp`, cached under torch's extensions folder by a name that hashes the
   source, the torch version and this CPU's flags (a cache shared between machines never loads
   a build for another CPU). The first build takes 20-40 s; later processes load it. A build
