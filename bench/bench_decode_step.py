@@ -46,12 +46,13 @@ def _prefilled(model: Any, cached: int) -> list[tuple[Any, Any]]:
     differences then move the logits)."""
     import torch
     from tomgym.agents.llm.kv_cache import cache_kwarg
+    from transformers import DynamicCache
 
     generator = torch.Generator().manual_seed(cached)
     ids = torch.randint(100, model.config.vocab_size - 100, (1, cached), generator=generator)
+    cache = DynamicCache()  # filled in place, under the keyword this transformers takes
     with torch.inference_mode():
-        out = model(input_ids=ids, use_cache=True)
-    cache = getattr(out, cache_kwarg(model), None) or out.past_key_values
+        model(input_ids=ids, use_cache=True, **{cache_kwarg(model): cache})
     return [(layer.keys[0], layer.values[0]) for layer in cache.layers]
 
 

@@ -437,8 +437,9 @@ def main(argv: list[str] | None = None) -> int:
             "max_retries": args.max_retries,
             "temperature": 0.0,
             "torch_threads": torch.get_num_threads(),
-            # Whether fp32 decode attention ran in the compiled kernel (TOMGYM_DECODE_KERNEL).
-            "decode_kernel": decode_kernel.kernel() is not None,
+            # Whether decode attention ran in the compiled kernel (fp32 on CPU, built on its
+            # first use; TOMGYM_DECODE_KERNEL=0 or a failed build: False).
+            "decode_kernel": decode_kernel.built(),
             "load_seconds": round(load_seconds, 2),
         },
         "levels": level_results,

@@ -146,14 +146,22 @@ def kernel() -> Any | None:
                 _state["module"] = _build()
             except Exception as exc:  # noqa: BLE001 - any build failure means "use torch's path"
                 _state["module"] = None
+                # A compiler's error is many lines; the last one names the cause.
+                cause = (str(exc).strip().splitlines() or [""])[-1][:300]
                 logger.warning(
                     "decode-attention kernel unavailable (%s: %s); decoding with torch's "
                     "batched products (same results, slower on CPU). Set %s=0 to skip the build.",
                     type(exc).__name__,
-                    str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else "",
+                    cause,
                     ENV_SWITCH,
                 )
         return _state["module"]
+
+
+def built() -> bool:
+    """Whether this process has the kernel loaded: it is built on the first decode step that
+    `supports` takes, so False after a run that never decoded fp32 on CPU (or failed to build)."""
+    return _state.get("module") is not None
 
 
 def supports(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: Any) -> bool:
