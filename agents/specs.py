@@ -69,7 +69,7 @@ BACKEND_OPTION_TYPES: dict[str, dict[str, type]] = {
         "constrain_format": bool,
         "constrain_beliefs": bool,
         "constrain_replies": bool,
-        "small_batch_linear": bool,
+        "packed_linear": bool,
     },
     "vllm": {
         "adapter": str,

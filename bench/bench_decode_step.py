@@ -1,14 +1,21 @@
-"""Decode-step benchmark: the compiled decode-attention kernel against torch's products.
+"""Decode-step benchmark: the compiled decode-attention kernel or packed linear weights, on or off.
 
 One decode step of the bundled model (fp32, or `--model SPEC`) over a batch cache as the
 rollout engine builds it (`kv_cache._GrowingLayer` views of buffers with spare room, left
-padding of different widths per row, the engine's `grouped_attention` and small-batch linear
-layers), holding the model's own encoding of seeded random token ids. At each `--games` level, in `--pairs` interleaved pairs (`bench.paired`: AB, BA,
-...), `--steps` consecutive decode steps with the kernel (`agents.llm.decode_kernel`) and with
-it switched off (`TOMGYM_DECODE_KERNEL=0`), from the same cache; reported per level: the median
-milliseconds a step of each, `kernel_vs_torch` (torch's median over the kernel's: the speed-up),
-each pair's ratio, and the largest difference between the two paths' logits over the first
-step's rows, with whether their greedy tokens agree.
+padding of different widths per row, the engine's `grouped_attention` and packed linear
+layers), holding the model's own encoding of seeded random token ids. `--compare` picks the
+two settings (both otherwise as the engine runs):
+
+- `attention` (default): `kernel`, the compiled decode attention (`agents.llm.decode_kernel`),
+  against `torch`, the kernel switched off (`TOMGYM_DECODE_KERNEL=0`);
+- `linear`: `packed`, linear weights packed once for oneDNN (`agents.llm.packed_linear`),
+  against `f_linear`, torch's `F.linear`.
+
+At each `--games` level, in `--pairs` interleaved pairs (`bench.paired`: AB, BA, ...), `--steps`
+consecutive decode steps with each setting from the same cache; reported per level: the median
+milliseconds a step of each, `<first>_vs_<second>` (the second's median over the first's: the
+first's speed-up), each pair's ratio, and the largest difference between the two settings'
+logits over the first step's rows, with whether their greedy tokens agree.
 
 Progress goes to stderr; the last line of stdout is one JSON object:
 
@@ -16,8 +23,8 @@ Progress goes to stderr; the last line of stdout is one JSON object:
       {"kernel", "torch"}, "kernel_vs_torch", "pair_ratios", "max_abs_logit_diff",
       "same_greedy_tokens"}]}
 
-    python -m bench.bench_decode_step [--games 1,8,32] [--cached-tokens 1300] [--steps 8]
-        [--pairs 3] [--num-threads 1] [--model default]
+    python -m bench.bench_decode_step [--compare attention|linear] [--games 1,8,32]
+        [--cached-tokens 1300] [--steps 8] [--pairs 3] [--num-threads 1] [--model default]
 """
 
 from __future__ import annotations
@@ -32,7 +39,11 @@ from typing import Any
 
 from bench import paired
 
-SETTINGS = ("kernel", "torch")
+# --compare -> its two settings, each as (decode kernel on, packed linear weights on).
+SETTINGS = {
+    "attention": {"kernel": (True, True), "torch": (False, True)},
+    "linear": {"packed": (True, True), "f_linear": (True, False)},
+}
 
 
 def _log(message: str) -> None:
@@ -83,14 +94,16 @@ def _batch_cache(
 
 
 def _decode(
-    model: Any, buffers: list[Any], mask: Any, cached: int, steps: int
+    model: Any, buffers: list[Any], mask: Any, cached: int, steps: int, packed: bool = True
 ) -> tuple[list[float], Any]:
-    """`steps` decode steps from a cache of `cached` positions; seconds per step and the first
-    step's logits."""
+    """`steps` decode steps from a cache of `cached` positions (linear weights packed or not);
+    seconds per step and the first step's logits."""
+    import contextlib
+
     import torch
-    from tomgym.agents.llm import small_batch
     from tomgym.agents.llm.attention import grouped_attention
     from tomgym.agents.llm.kv_cache import _GrowingLayer, cache_kwarg
+    from tomgym.agents.llm.packed_linear import packed_linear
     from transformers import DynamicCache
 
     games = mask.shape[0]
@@ -99,7 +112,8 @@ def _decode(
     positions = mask.sum(dim=1, keepdim=True)
     tokens = torch.full((games, 1), 42, dtype=torch.long)
     seconds, first = [], None
-    with torch.inference_mode(), grouped_attention(model), small_batch.small_batch_linear(model):
+    linear = packed_linear(model) if packed else contextlib.nullcontext()
+    with torch.inference_mode(), grouped_attention(model), linear:
         for _ in range(steps):
             mask = torch.cat([mask, torch.ones(games, 1, dtype=torch.long)], dim=1)
             started = time.perf_counter()
@@ -118,6 +132,9 @@ def _decode(
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--compare", choices=sorted(SETTINGS), default="attention", help="what to switch"
+    )
     parser.add_argument("--games", default="1,8,32", help="batch sizes (concurrent games)")
     parser.add_argument("--cached-tokens", type=int, default=1300)
     parser.add_argument("--steps", type=int, default=8, help="decode steps a timed run")
@@ -142,14 +159,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     model.eval()
     prefilled = _prefilled(model, args.cached_tokens)
     levels = []
+    settings = SETTINGS[args.compare]
+    fast, slow = settings
     switch_before = os.environ.get(decode_kernel.ENV_SWITCH)
     for games in [int(g) for g in args.games.split(",") if g.strip()]:
         buffers, mask = _batch_cache(prefilled, games, args.cached_tokens, spare=args.steps)
-        runs: dict[str, list[float]] = {name: [] for name in SETTINGS}
+        runs: dict[str, list[float]] = {name: [] for name in settings}
         logits: dict[str, Any] = {}
-        for pair, name in paired.interleaved(SETTINGS, args.pairs):
-            os.environ[decode_kernel.ENV_SWITCH] = "1" if name == "kernel" else "0"
-            seconds, first = _decode(model, buffers, mask, args.cached_tokens, args.steps)
+        for pair, name in paired.interleaved(list(settings), args.pairs):
+            kernel_on, packed = settings[name]
+            os.environ[decode_kernel.ENV_SWITCH] = "1" if kernel_on else "0"
+            seconds, first = _decode(
+                model, buffers, mask, args.cached_tokens, args.steps, packed=packed
+            )
             runs[name].append(statistics.median(seconds) * 1000)
             logits.setdefault(name, first)
             _log(f"{games} games, pair {pair}: {name} {runs[name][-1]:.1f} ms a step")
@@ -157,17 +179,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             os.environ.pop(decode_kernel.ENV_SWITCH, None)
         else:
             os.environ[decode_kernel.ENV_SWITCH] = switch_before
-        summary = paired.summary(runs, "torch", "kernel")
+        summary = paired.summary(runs, slow, fast)
         levels.append(
             {
                 "games": games,
                 "cached_tokens": args.cached_tokens,
                 "median_ms": {k: round(v, 2) for k, v in summary["median"].items()},
-                "kernel_vs_torch": summary["torch_vs_kernel"],
+                f"{fast}_vs_{slow}": summary[f"{slow}_vs_{fast}"],
                 "pair_ratios": summary["pair_ratios"],
-                "max_abs_logit_diff": float((logits["kernel"] - logits["torch"]).abs().max()),
+                "max_abs_logit_diff": float((logits[fast] - logits[slow]).abs().max()),
                 "same_greedy_tokens": bool(
-                    torch.equal(logits["kernel"].argmax(-1), logits["torch"].argmax(-1))
+                    torch.equal(logits[fast].argmax(-1), logits[slow].argmax(-1))
                 ),
             }
         )
@@ -175,6 +197,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "machine": machine,
         "config": {
             "model": args.model,
+            "compare": args.compare,
             "steps": args.steps,
             "pairs": args.pairs,
             "torch_threads": torch.get_num_threads(),

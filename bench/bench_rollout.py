@@ -23,9 +23,9 @@ Measured, each for the cached and the uncached policy:
 - the peak resident memory of the process and the peak number of cached tokens;
 - `config.decode_kernel`: whether fp32 decode attention ran in the compiled kernel
   (`agents.llm.decode_kernel`; `TOMGYM_DECODE_KERNEL=0` measures torch's products instead);
-- `small_batch_linear`: at `--linear-level` games (8 by default; 0 skips it), the cached policy
-  with and without the small-batch linear path (`F.linear` in the decode steps instead of
-  `weight @ x.T`, `agents.llm.small_batch`), in `--linear-pairs` interleaved pairs (AB BA AB ...,
+- `packed_linear`: at `--linear-level` games (8 by default; 0 skips it), the cached policy
+  with and without packed linear weights (`F.linear` instead of oneDNN's products with weights
+  packed once, `agents.llm.packed_linear`), in `--linear-pairs` interleaved pairs (AB BA AB ...,
   so a machine whose speed drifts during the run does not favour the one played last): each
   run's episodes/min, the ratio of the medians, each pair's ratio, and whether every run's greedy
   answers were identical to the cached level's.
@@ -41,7 +41,7 @@ Progress goes to stderr; the last line of stdout is one JSON object:
       "cached_vs_uncached", "prefill_seconds_ratio"}],
      "cached_vs_uncached": {"1": r, "8": r, "32": r},
      "speedup_32_vs_1_cached", "growth": {"turns", "cached": {...}, "uncached": {...}},
-     "identical_greedy": true|false, "small_batch_linear": {...}, "peak_rss_mb", "cache": {...}}
+     "identical_greedy": true|false, "packed_linear": {...}, "peak_rss_mb", "cache": {...}}
 
     python -m bench.bench_rollout [--levels 1,8,32] [--turns 8] [--min-games 4]
         [--growth-turns 4,8,15] [--growth-concurrency 4] [--max-new-tokens 32] [--max-retries 0] [--model default]
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         "--linear-level",
         type=int,
         default=8,
-        help="games at which to compare the decode steps' linear layers (0: skip)",
+        help="games at which to compare packed linear weights with F.linear (0: skip)",
     )
     parser.add_argument(
         "--linear-pairs",
@@ -415,8 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.linear_level > 0:
         linear = compare_linear(
             {
-                "small_batch": cached,
-                "f_linear": same_weights("defender-cached-plain-linear", small_batch_linear=False),
+                "packed": cached,
+                "f_linear": same_weights("defender-cached-plain-linear", packed_linear=False),
             },
             args,
             reference=cached_answers.get(args.linear_level),
@@ -453,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
         else None,
         "growth": growth,
         "identical_greedy": identical,
-        "small_batch_linear": linear,
+        "packed_linear": linear,
         # ru_maxrss is in KiB on Linux.
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "cache": cached.backend.cache_stats(),

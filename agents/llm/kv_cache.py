@@ -38,11 +38,11 @@ over a batch of token-id prompts, each optionally tagged with a conversation key
   positions past the window.
 - Attention: a grouped-query model on `sdpa` attends with `attention.grouped_sdpa_forward` during
   `generate` (the same attention without copying the KV cache once per query head group).
-- Linear layers: during `generate` a decode step's few rows go through
-  `small_batch.small_batch_linear` (`weight @ x.T`, faster on CPU for 2-64 rows; the same values
-  up to float rounding); `small_batch_linear=False` keeps `F.linear`, to compare the two.
+- Linear layers: during `generate` the model's linear layers multiply by weights packed once for
+  oneDNN on CPU (`packed_linear.packed_linear`: the same values up to float rounding, faster at
+  every row count measured); `packed_linear=False` keeps `F.linear`, to compare the two.
 - Caches are only valid for the weights that computed them: call `invalidate()` whenever the
-  weights change (an optimisation step, loading an adapter).
+  weights change (an optimisation step, loading an adapter); it also drops the packed weights.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
-from tomgym.agents.llm import small_batch
+from tomgym.agents.llm import packed_linear as packing
 from tomgym.agents.llm.attention import grouped_attention
 from tomgym.agents.llm.constraints import Excluded
 from transformers import DynamicCache
@@ -485,7 +485,7 @@ class CachedGenerator:
         context_window: int | None,
         store: KVCacheStore | None,
         prefill_chunk_tokens: int = DEFAULT_PREFILL_CHUNK_TOKENS,
-        small_batch_linear: bool = True,
+        packed_linear: bool = True,
     ) -> None:
         if prefill_chunk_tokens < 1:
             raise ValueError(f"prefill_chunk_tokens must be >= 1, got {prefill_chunk_tokens}")
@@ -496,7 +496,7 @@ class CachedGenerator:
         self.context_window = context_window
         self.store = store
         self.prefill_chunk_tokens = int(prefill_chunk_tokens)
-        self.small_batch_linear = bool(small_batch_linear)
+        self.packed_linear = bool(packed_linear)
         self.stats = store.stats if store is not None else CacheStats()
         self._pool = _BufferPool()
 
@@ -507,6 +507,7 @@ class CachedGenerator:
         if self.store is not None:
             self.store.clear()
         self._pool.clear()
+        packing.release(self.model)
         self.stats.invalidations += 1
 
     def forget(self, predicate: Callable[[ConversationKey], bool]) -> int:
@@ -574,9 +575,7 @@ class CachedGenerator:
         pasts = [self._reusable_past(p, k) for p, k in zip(prompts, keys, strict=True)]
         results: list[Completion | None] = [None] * len(prompts)
         linear = (
-            small_batch.small_batch_linear(self.model)
-            if self.small_batch_linear
-            else contextlib.nullcontext()
+            packing.packed_linear(self.model) if self.packed_linear else contextlib.nullcontext()
         )
         with grouped_attention(self.model), linear:
             for group in self._groups(prompts, pasts, max_batch_size):

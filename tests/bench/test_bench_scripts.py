@@ -90,6 +90,32 @@ def test_decode_step_benchmark_pairs_the_kernel_with_torchs_products(
     assert os.environ.get(decode_kernel.ENV_SWITCH) == switch  # the benchmark restores it
 
 
+def test_decode_step_benchmark_pairs_packed_linear_weights_with_f_linear(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    torch = pytest.importorskip("torch")
+    from tomgym.agents.default_model import DefaultModelError
+    from tomgym.agents.llm import packed_linear
+
+    from bench.bench_decode_step import main
+
+    if not packed_linear.available():
+        pytest.skip("this torch has no oneDNN packed linear products")
+    threads = torch.get_num_threads()
+    try:
+        main(["--compare", "linear", "--games", "2", "--cached-tokens", "40", "--steps", "2"])
+    except DefaultModelError as exc:
+        pytest.skip(str(exc))
+    finally:
+        torch.set_num_threads(threads)
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["config"]["compare"] == "linear"
+    (level,) = result["levels"]
+    assert set(level["median_ms"]) == {"packed", "f_linear"} and level["packed_vs_f_linear"] > 0
+    assert len(level["pair_ratios"]) == 3
+    assert level["same_greedy_tokens"] and level["max_abs_logit_diff"] < 1e-3
+
+
 def test_tomsb_matrix_runs_through_the_env(capsys: pytest.CaptureFixture[str]) -> None:
     from bench.tomsb_matrix import main
 
@@ -147,14 +173,14 @@ def test_rollout_linear_comparison_interleaves_its_pairs(monkeypatch) -> None:
 
     monkeypatch.setattr(bench, "play", fake_play)
     args = argparse.Namespace(linear_level=4, linear_pairs=3, turns=2, min_games=6)
-    result = bench.compare_linear({"small_batch": "a", "f_linear": "b"}, args, [["same"]])
+    result = bench.compare_linear({"packed": "a", "f_linear": "b"}, args, [["same"]])
     assert played == ["a", "b", "b", "a", "a", "b"]
     assert batches == {(4, 6)}  # 4 at once, at least --min-games episodes
     assert result["episodes_per_min"] == {
-        "small_batch": [10.0, 9.0, 8.0],
+        "packed": [10.0, 9.0, 8.0],
         "f_linear": [7.0, 6.0, 5.0],
     }
-    assert result["small_batch_vs_f_linear"] == round(9.0 / 6.0, 3)
+    assert result["packed_vs_f_linear"] == round(9.0 / 6.0, 3)
     assert result["pair_ratios"] == [round(10 / 7, 3), 1.5, 1.6]
     assert result["identical_greedy"] is True
 

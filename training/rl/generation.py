@@ -86,7 +86,7 @@ class HFGenerateFn:
         constrain_format: bool = False,
         constrain_beliefs: bool = False,
         constrain_replies: bool = False,
-        small_batch_linear: bool = True,
+        packed_linear: bool = True,
     ) -> None:
         from tomgym.agents.llm.kv_cache import CachedGenerator
         from tomgym.agents.llm.stopping import answer_stop
@@ -109,7 +109,7 @@ class HFGenerateFn:
             pad_token_id=int(pad_id),
             context_window=getattr(model.config, "max_position_embeddings", None),
             store=store,
-            small_batch_linear=small_batch_linear,
+            packed_linear=packed_linear,
         )
 
     def __call__(

@@ -281,11 +281,11 @@ class TrainConfig(BaseModel):
         "null = the engine's default (agents.llm.kv_cache.DEFAULT_MAX_CACHED_TOKENS).",
         ge=1,
     )
-    small_batch_linear: bool = _f(
+    packed_linear: bool = _f(
         True,
-        "Run the decode steps' linear layers as weight @ x.T on CPU for 2-64 rows "
-        "(agents.llm.small_batch: the same values up to float rounding, faster there); false "
-        "keeps F.linear.",
+        "Multiply by linear weights packed once for oneDNN on CPU during rollouts "
+        "(agents.llm.packed_linear: the same values up to float rounding, faster; the packed "
+        "copies take about the linear weights' memory again); false keeps F.linear.",
     )
     stop_at_answer: bool = _f(
         True,

@@ -239,7 +239,7 @@ class TrainingSession:
             store=self.kv_store,
             stop_at_answer=self.cfg.stop_at_answer,
             repetition_guard=self.cfg.repetition_guard,
-            small_batch_linear=self.cfg.small_batch_linear,
+            packed_linear=self.cfg.packed_linear,
             **{flag: getattr(self.cfg, flag) for flag in CONSTRAINT_FLAGS},
         )
 

@@ -31,9 +31,9 @@
   universe's names that a reply writes spelled exactly (`ReplyNameConstraint`). `LLMPolicy`
   passes each turn's role and names (`answer_options=`, read from the observation) to a
   backend with any of them on. All off by default.
-- `small_batch_linear=True` (the default) runs a decode step's linear layers as `weight @ x.T`
-  on CPU for 2-64 rows (`agents.llm.small_batch`: the same values up to float rounding, faster
-  there); `False` keeps `F.linear`, to compare.
+- `packed_linear=True` (the default) multiplies by linear weights packed once for oneDNN on CPU
+  (`agents.llm.packed_linear`: the same values up to float rounding, faster; the packed copies
+  take about the linear weights' memory again); `False` keeps `F.linear`, to compare.
 - A prompt that would need positions past `context_window` (prompt + `max_new_tokens`) raises
   `ContextWindowExceeded` before anything is generated.
 - `generate_ids` returns token ids and per-token log-probs for token-in/token-out training;
@@ -215,7 +215,7 @@ class HFGenerationOptions:
     constrain_format: bool = False
     constrain_beliefs: bool = False
     constrain_replies: bool = False
-    small_batch_linear: bool = True
+    packed_linear: bool = True
 
     def __post_init__(self) -> None:
         if self.max_batch_size < 1:
@@ -318,7 +318,7 @@ class HFBackend(TokenizerChatMixin):
             pad_token_id=tokenizer.pad_token_id,
             context_window=self.context_window,
             store=KVCacheStore(options.kv_cache_max_tokens) if options.kv_cache else None,
-            small_batch_linear=options.small_batch_linear,
+            packed_linear=options.packed_linear,
         )
 
     @property
