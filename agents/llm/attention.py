@@ -35,7 +35,12 @@ from tomgym.agents.llm import decode_kernel
 GROUPED_SDPA = "tomgym_grouped_sdpa"
 """Name of the attention implementation in transformers' registries."""
 
-_PLAIN_KWARGS = frozenset({"position_ids", "cache_position", "output_attentions", "use_cache"})
+# Keywords that do not change what attention computes. PEFT's model wrapper forwards
+# `output_hidden_states` down to every layer: without it here, adapter rollouts and evaluations
+# fell back to stock sdpa (KV copied per head group, no decode kernel).
+_PLAIN_KWARGS = frozenset(
+    {"position_ids", "cache_position", "output_attentions", "output_hidden_states", "use_cache"}
+)
 _registered = False
 
 

@@ -5,10 +5,12 @@ BLAS re-packs it into cache-sized panels on every call. Inference multiplies the
 thousands of times, so `packed_linear(model)` reorders each weight once into oneDNN's blocked
 layout (`torch.ops.mkldnn._reorder_linear_weight`, what torch's inductor does for frozen CPU
 models) and multiplies with `torch.ops.mkldnn._linear_pointwise`. Measured on a 2-core AMD EPYC
-(torch 2.13 CPU, 2 threads, fp32), packed against `F.linear`: the bundled model's 49,152 x 576
-output layer 31 -> 11 ms at 32 rows and 11.5 -> 5.9 ms at one, its MLP layers 1.3-1.5x faster
-at 1-64 rows and 1.2-1.4x at a 2,048-row prefill (docs/llm.md); `bench/bench_decode_step.py`
-and `bench/bench_rollout.py` report what it does to decode steps and whole episodes.
+(AVX-512, torch 2.13 CPU, 2 threads, fp32), packed against `F.linear`: the bundled model's
+49,152 x 576 output layer 11.5 -> 5.9 ms at one row, 31 -> 11 ms at 32 and 847 -> 660 ms at
+2,048; its MLP layers 1.4-2x faster at 1-64 rows and 1.2-1.4x at 2,048; only the small 576 x
+192 key/value projections are equal or slower (11 -> 21 us at one row). A decode step is
+1.38x / 1.69x / 1.13x faster at 1 / 8 / 32 games (`bench/bench_decode_step.py --compare
+linear`); docs/llm.md has the rest.
 
 Contract of `packed_linear(model)` (a `with` block, used by `kv_cache.CachedGenerator` around
 generation):
@@ -25,15 +27,22 @@ generation):
 - Where this torch has no oneDNN, nothing is patched. Where packing or the packed product fails
   for a dtype (bf16 on a CPU oneDNN has no bf16 code for, say), one warning names the cause and
   every later call in that dtype is `F.linear`: the numbers stay right, only slower.
-- Subclasses of `Linear` (quantised or adapter layers) and modules whose `forward` is already
-  replaced on the instance (e.g. accelerate's hooks) are left alone; nested blocks patch nothing
-  twice; leaving the block restores exactly the modules it patched.
+- PEFT LoRA layers (exact `peft.tuners.lora.layer.Linear`, unmerged, plain LoRA: no DoRA or
+  other variant, no LoRA bias, no dropout that is active) multiply by one packed weight, the
+  base weight plus every active adapter's `get_delta_weight` (what `merge_adapter` would write,
+  computed aside: the base weight is never modified), in one product instead of three plus
+  PEFT's bookkeeping; packed again when the base weight or any adapter weight changes. A call
+  with extra arguments (`adapter_names=`, ...) or any other case is PEFT's own forward.
+- Subclasses of `Linear` (quantised layers) and modules whose `forward` is already replaced on
+  the instance (e.g. accelerate's hooks) are left alone; nested blocks patch nothing twice;
+  leaving the block restores exactly the modules it patched.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import types
 import weakref
 from collections.abc import Iterator
@@ -47,10 +56,8 @@ logger = logging.getLogger(__name__)
 PACKED_DTYPES = (torch.float32, torch.bfloat16)
 """Input/weight dtypes multiplied through a packed weight (measured faster, or equal, on CPU)."""
 
-# module -> ((address, version, dtype), packed weight)
-_packed: weakref.WeakKeyDictionary[torch.nn.Linear, tuple[tuple[int, int, torch.dtype], Any]] = (
-    weakref.WeakKeyDictionary()
-)
+# module -> (signature of the weights it was packed from, packed weight)
+_packed: weakref.WeakKeyDictionary[torch.nn.Module, tuple[Any, Any]] = weakref.WeakKeyDictionary()
 # dtype -> why its packed products are off in this process
 _failures: dict[torch.dtype, str] = {}
 
@@ -69,7 +76,7 @@ def available(dtype: torch.dtype = torch.float32) -> bool:
 
 def _disable(dtype: torch.dtype, error: BaseException) -> None:
     _failures[dtype] = f"{type(error).__name__}: {error}"
-    for module in [m for m, (signature, _) in _packed.items() if signature[2] == dtype]:
+    for module in [m for m, (_, packed) in _packed.items() if packed.dtype == dtype]:
         del _packed[module]
     logger.warning(
         "packed CPU linear layers are off for %s (%s); using F.linear",
@@ -86,42 +93,104 @@ def _signature(weight: torch.Tensor) -> tuple[int, int, torch.dtype]:
     return weight.data_ptr(), version, weight.dtype
 
 
-def _packed_weight(module: torch.nn.Linear) -> Any:
-    """The module's weight in oneDNN's layout, packed again if the weight changed."""
-    signature = _signature(module.weight)
+def _packed_weight(module: torch.nn.Module, signature: Any, weight: Any) -> Any:
+    """`weight()` in oneDNN's layout, packed again when `signature` changed since last time."""
     held = _packed.get(module)
     if held is not None and held[0] == signature:
         return held[1]
     # A normal tensor even inside `inference_mode`, so later no-grad calls may use it too.
     with torch.inference_mode(False), torch.no_grad():
-        packed = torch.ops.mkldnn._reorder_linear_weight(module.weight.detach(), None)
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight().detach().contiguous(), None)
     _packed[module] = (signature, packed)
     return packed
 
 
-def _packed_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    """`nn.Linear.forward` through the packed weight where the contract allows it."""
-    weight = self.weight
-    if (
-        torch.is_grad_enabled()
-        or x.device.type != "cpu"
-        or weight.device.type != "cpu"
-        or x.dtype not in PACKED_DTYPES
-        or x.dtype in _failures
-        or weight.dtype != x.dtype
-        or (self.bias is not None and self.bias.dtype != x.dtype)
-    ):
-        return F.linear(x, weight, self.bias)
+def _packable(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    return (
+        not torch.is_grad_enabled()
+        and x.device.type == "cpu"
+        and weight.device.type == "cpu"
+        and x.dtype in PACKED_DTYPES
+        and x.dtype not in _failures
+        and weight.dtype == x.dtype
+        and (bias is None or bias.dtype == x.dtype)
+    )
+
+
+def _packed_product(
+    module: torch.nn.Module,
+    x: torch.Tensor,
+    signature: Any,
+    weight: Any,
+    bias: torch.Tensor | None,
+    fallback: Any,
+) -> torch.Tensor:
     try:
-        return torch.ops.mkldnn._linear_pointwise(
-            x, _packed_weight(self), self.bias, "none", [], ""
-        )
+        packed = _packed_weight(module, signature, weight)
+        return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
     except RuntimeError as error:
-        # A wrong input raises the same error from F.linear (the caller's to handle) and
+        # A wrong input raises the same error from the fallback (the caller's to handle) and
         # leaves packing on; only a failure of the packed path itself switches it off.
-        result = F.linear(x, weight, self.bias)
+        result = fallback()
         _disable(x.dtype, error)
         return result
+
+
+def _packed_forward(self: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """`nn.Linear.forward` through the packed weight where the contract allows it."""
+    weight, bias = self.weight, self.bias
+    if not _packable(x, weight, bias):
+        return F.linear(x, weight, bias)
+    return _packed_product(
+        self, x, _signature(weight), lambda: weight, bias, lambda: F.linear(x, weight, bias)
+    )
+
+
+def _lora_adapters(layer: Any, x: torch.Tensor) -> list[str] | None:
+    """The active adapters of a PEFT LoRA layer if one merged product may stand for them."""
+    if layer.disable_adapters or layer.merged:
+        return None
+    adapters = [a for a in layer.active_adapters if a in layer.lora_A]
+    for adapter in adapters:
+        dropout = layer.lora_dropout[adapter]
+        if (
+            adapter in getattr(layer, "lora_variant", {})
+            or layer.lora_B[adapter].bias is not None
+            or layer.lora_A[adapter].weight.dtype != x.dtype
+            or (layer.training and getattr(dropout, "p", 0.0) > 0.0)
+        ):
+            return None
+    return adapters
+
+
+def _packed_lora_forward(self: Any, x: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    """PEFT `lora.Linear.forward` as one product by base + adapter deltas where allowed."""
+    base = self.base_layer
+    adapters = None if args or kwargs else _lora_adapters(self, x)
+    if adapters is None or not _packable(x, base.weight, base.bias):
+        return type(self).forward(self, x, *args, **kwargs)
+    signature = (
+        _signature(base.weight),
+        tuple(
+            (
+                a,
+                _signature(self.lora_A[a].weight),
+                _signature(self.lora_B[a].weight),
+                self.scaling[a],
+            )
+            for a in adapters
+        ),
+    )
+
+    def merged() -> torch.Tensor:
+        weight = base.weight
+        for adapter in adapters:
+            weight = weight + self.get_delta_weight(adapter).to(weight.dtype)
+        return weight
+
+    return _packed_product(
+        self, x, signature, merged, base.bias, lambda: type(self).forward(self, x)
+    )
 
 
 def release(model: Any) -> int:
@@ -135,13 +204,21 @@ def packed_linear(model: Any) -> Iterator[int]:
     """Within the block, the model's `nn.Linear` layers multiply by packed weights on CPU; yields
     how many modules this block patched (0 when an enclosing block already did, or when this
     torch has no oneDNN)."""
-    patched: list[torch.nn.Linear] = []
+    patched: list[torch.nn.Module] = []
     usable = any(available(dtype) for dtype in PACKED_DTYPES)
     modules = model.modules() if isinstance(model, torch.nn.Module) and usable else ()
+    # PEFT is imported by whoever built a LoRA model; without it there are no LoRA layers.
+    lora = getattr(sys.modules.get("peft.tuners.lora.layer"), "Linear", None)
     for module in modules:
-        if type(module) is torch.nn.Linear and "forward" not in vars(module):
+        if "forward" in vars(module):
+            continue
+        if type(module) is torch.nn.Linear:
             module.forward = types.MethodType(_packed_forward, module)
-            patched.append(module)
+        elif lora is not None and type(module) is lora:
+            module.forward = types.MethodType(_packed_lora_forward, module)
+        else:
+            continue
+        patched.append(module)
     try:
         yield len(patched)
     finally:

@@ -116,3 +116,37 @@ def test_bf16_decode_on_a_strided_cache_view_matches_fp32() -> None:
     # The holes are holes: the padded row equals attention over its real positions alone.
     alone = _grouped_decode(query[1:], keys[1:, :, 2:length], values[1:, :, 2:length], None, None)
     assert (reference[1:] - alone).abs().max().item() < 1e-5
+
+
+def test_a_peft_wrapped_model_attends_through_the_grouped_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PEFT's causal-LM wrapper passes `output_hidden_states` down to attention: inference must
+    still take the grouped path (no KV copy, the decode kernel), not fall back to stock sdpa."""
+    peft = pytest.importorskip("peft")
+    import transformers.integrations.sdpa_attention as stock
+    from tomgym.agents.default_model import DefaultModelError
+    from tomgym.agents.llm.backends.hf import load_hf_model
+
+    try:
+        fresh, _ = load_hf_model("default", device="cpu", dtype="float32")
+    except DefaultModelError as exc:
+        pytest.skip(str(exc))
+    config = peft.LoraConfig(r=4, target_modules=["q_proj"], task_type="CAUSAL_LM")
+    wrapped = peft.get_peft_model(fresh, config)  # as the trainer and adapter policies build it
+    stock_calls: list[int] = []
+    real = stock.sdpa_attention_forward
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        stock_calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(stock, "sdpa_attention_forward", counting)
+    with torch.inference_mode():
+        ref_prefill, ref_decode = _prefill_then_decode(wrapped)
+        with grouped_attention(wrapped):  # a fallback inside it would call `counting`
+            prefill, decode = _prefill_then_decode(wrapped)
+    assert stock_calls == []
+    real_rows = _holey_batch()[1].bool()
+    assert (prefill - ref_prefill)[real_rows].abs().max().item() < TOLERANCE
+    assert (decode - ref_decode).abs().max().item() < TOLERANCE

@@ -192,3 +192,118 @@ def test_bundled_model_decodes_the_same_with_either_product(loaded: tuple[Any, A
     for a, b in zip(plain, packed, strict=True):
         assert b.ids == a.ids
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < TOLERANCE
+
+
+class _Tiny(torch.nn.Module):
+    """Named projections for PEFT to wrap (LoRA on `q` and `v`, `o` left plain)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = torch.nn.Linear(16, 32)
+        self.v = torch.nn.Linear(32, 16, bias=False)
+        self.o = torch.nn.Linear(16, 8)
+
+    def forward(self, x: Any) -> Any:
+        return self.o(self.v(torch.relu(self.q(x))))
+
+
+def _lora_net(dropout: float = 0.0, **options: Any) -> Any:
+    peft = pytest.importorskip("peft")
+    torch.manual_seed(0)
+    config = peft.LoraConfig(
+        r=4,
+        lora_alpha=8,
+        lora_dropout=dropout,
+        target_modules=["q", "v"],
+        init_lora_weights=False,  # random B: the adapters change the output
+        **options,
+    )
+    return peft.get_peft_model(_Tiny(), config)
+
+
+def _reference(net: Any, x: Any, **kwargs: Any) -> Any:
+    with torch.enable_grad():  # gradients on: PEFT's own forward and F.linear
+        return net(x, **kwargs).detach()
+
+
+def test_lora_layers_take_one_packed_product_with_their_adapters_merged_aside(
+    packed_calls: list[tuple[int, ...]],
+) -> None:
+    net = _lora_net().eval()
+    x = torch.randn(6, 16)
+    base_before = net.base_model.model.q.base_layer.weight.clone()
+    with packed_block(net) as patched, torch.no_grad():
+        got = net(x)
+    assert patched == 2 + 2 * 3 + 1  # two LoRA layers, their base, A and B layers, and `o`
+    assert packed_calls == [(6, 32), (6, 16), (6, 8)]  # one product a LoRA layer, then `o`
+    torch.testing.assert_close(got, _reference(net, x), atol=TOLERANCE, rtol=TOLERANCE)
+    assert torch.equal(net.base_model.model.q.base_layer.weight, base_before)  # never merged in
+
+
+def test_lora_layers_are_packed_again_after_an_adapter_update() -> None:
+    net = _lora_net().eval()
+    x = torch.randn(5, 16)
+    with packed_block(net):
+        with torch.no_grad():
+            before = net(x)
+        optimiser = torch.optim.SGD([p for p in net.parameters() if p.requires_grad], lr=0.5)
+        net(x).square().sum().backward()
+        optimiser.step()  # only the adapters train: the base weights keep their version
+        with torch.no_grad():
+            after = net(x)
+        assert not torch.allclose(after, before, atol=1e-3)
+        torch.testing.assert_close(after, _reference(net, x), atol=TOLERANCE, rtol=TOLERANCE)
+        with net.disable_adapter(), torch.no_grad():
+            torch.testing.assert_close(
+                net(x), _reference(net.base_model.model, x), atol=TOLERANCE, rtol=TOLERANCE
+            )
+
+
+def test_lora_layers_keep_pefts_forward_where_one_product_would_differ(
+    packed_calls: list[tuple[int, ...]],
+) -> None:
+    x = torch.randn(3, 16)
+    net = _lora_net(dropout=0.5).train()  # dropout active: PEFT's path, three products
+    with packed_block(net), torch.no_grad():
+        net(x)
+    assert len(packed_calls) == 3 * 2 + 1
+    packed_calls.clear()
+    net.eval()  # dropout off in eval mode: one product again
+    with packed_block(net), torch.no_grad():
+        torch.testing.assert_close(net(x), _reference(net, x), atol=TOLERANCE, rtol=TOLERANCE)
+    assert len(packed_calls) == 3
+    packed_calls.clear()
+    dora = _lora_net(use_dora=True).eval()
+    with packed_block(dora), torch.no_grad():
+        torch.testing.assert_close(dora(x), _reference(dora, x), atol=TOLERANCE, rtol=TOLERANCE)
+    assert len(packed_calls) > 3  # DoRA is a variant: not folded into one product
+
+
+def test_bundled_model_with_lora_decodes_the_same_either_way() -> None:
+    peft = pytest.importorskip("peft")
+    from tomgym.agents.default_model import DefaultModelError
+    from tomgym.agents.llm.backends.hf import load_hf_model
+
+    try:
+        model, tokenizer = load_hf_model("default", device="cpu", dtype="float32")
+    except DefaultModelError as exc:
+        pytest.skip(str(exc))
+    torch.manual_seed(0)
+    config = peft.LoraConfig(
+        r=8,
+        lora_alpha=16,
+        target_modules=["q_proj", "v_proj", "down_proj"],
+        init_lora_weights=False,
+    )
+    model = peft.get_peft_model(model, config).eval()
+    for name, parameter in model.named_parameters():
+        if "lora_B" in name:  # small, so the adapted model still writes text
+            parameter.data.mul_(0.05)
+    prompts = chat_prompts(tokenizer, ("Name a city in France.", "Say hello to Ana."))
+    plain, packed = (
+        uncached_engine(model, tokenizer, packed_linear=on).generate(prompts, max_new_tokens=16)
+        for on in (False, True)
+    )
+    for a, b in zip(plain, packed, strict=True):
+        assert b.ids == a.ids
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < TOLERANCE
