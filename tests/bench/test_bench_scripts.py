@@ -62,26 +62,33 @@ def test_bench_envs_prints_its_result_with_the_machine_on_one_last_line(
     assert result["machine"]["fp32_gemm_gflops_1_thread"] > 0
 
 
-def test_decode_step_benchmark_pairs_the_kernel_with_torchs_products(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def _decode_step_report(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict:
+    """`bench.bench_decode_step` on a tiny cache; its JSON (torch's thread count restored)."""
     torch = pytest.importorskip("torch")
     from tomgym.agents.default_model import DefaultModelError
-    from tomgym.agents.llm import decode_kernel
 
     from bench.bench_decode_step import main
 
-    if not decode_kernel.enabled():
-        pytest.skip(f"{decode_kernel.ENV_SWITCH}=0 turns the kernel off")
     threads = torch.get_num_threads()
-    switch = os.environ.get(decode_kernel.ENV_SWITCH)
     try:
-        main(["--games", "1,3", "--cached-tokens", "40", "--steps", "2", "--pairs", "2"])
+        main([*argv, "--cached-tokens", "40", "--steps", "2"])
     except DefaultModelError as exc:
         pytest.skip(str(exc))
     finally:
         torch.set_num_threads(threads)
-    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_decode_step_benchmark_pairs_the_kernel_with_torchs_products(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pytest.importorskip("torch")
+    from tomgym.agents.llm import decode_kernel
+
+    if not decode_kernel.enabled():
+        pytest.skip(f"{decode_kernel.ENV_SWITCH}=0 turns the kernel off")
+    switch = os.environ.get(decode_kernel.ENV_SWITCH)
+    result = _decode_step_report(capsys, ["--games", "1,3", "--pairs", "2"])
     assert [level["games"] for level in result["levels"]] == [1, 3]
     for level in result["levels"]:
         assert level["median_ms"]["kernel"] > 0 and level["median_ms"]["torch"] > 0
@@ -93,22 +100,12 @@ def test_decode_step_benchmark_pairs_the_kernel_with_torchs_products(
 def test_decode_step_benchmark_pairs_packed_linear_weights_with_f_linear(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    torch = pytest.importorskip("torch")
-    from tomgym.agents.default_model import DefaultModelError
+    pytest.importorskip("torch")
     from tomgym.agents.llm import packed_linear
-
-    from bench.bench_decode_step import main
 
     if not packed_linear.available():
         pytest.skip("this torch has no oneDNN packed linear products")
-    threads = torch.get_num_threads()
-    try:
-        main(["--compare", "linear", "--games", "2", "--cached-tokens", "40", "--steps", "2"])
-    except DefaultModelError as exc:
-        pytest.skip(str(exc))
-    finally:
-        torch.set_num_threads(threads)
-    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    result = _decode_step_report(capsys, ["--compare", "linear", "--games", "2"])
     assert result["config"]["compare"] == "linear"
     (level,) = result["levels"]
     assert set(level["median_ms"]) == {"packed", "f_linear"} and level["packed_vs_f_linear"] > 0
