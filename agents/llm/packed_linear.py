@@ -93,14 +93,16 @@ def _signature(weight: torch.Tensor) -> tuple[int, int, torch.dtype]:
     return weight.data_ptr(), version, weight.dtype
 
 
-def _packed_weight(module: torch.nn.Module, signature: Any, weight: Any) -> Any:
-    """`weight()` in oneDNN's layout, packed again when `signature` changed since last time."""
+def _packed_weight(module: torch.nn.Module, signature: Any, compute_weight: Any) -> Any:
+    """`compute_weight()` in oneDNN's layout, packed again when `signature` changed since last
+    time (the weight is only computed then)."""
     held = _packed.get(module)
     if held is not None and held[0] == signature:
         return held[1]
     # A normal tensor even inside `inference_mode`, so later no-grad calls may use it too.
     with torch.inference_mode(False), torch.no_grad():
-        packed = torch.ops.mkldnn._reorder_linear_weight(weight().detach().contiguous(), None)
+        weight = compute_weight().detach().contiguous()
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight, None)
     _packed[module] = (signature, packed)
     return packed
 
@@ -121,12 +123,12 @@ def _packed_product(
     module: torch.nn.Module,
     x: torch.Tensor,
     signature: Any,
-    weight: Any,
+    compute_weight: Any,
     bias: torch.Tensor | None,
     fallback: Any,
 ) -> torch.Tensor:
     try:
-        packed = _packed_weight(module, signature, weight)
+        packed = _packed_weight(module, signature, compute_weight)
         return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
     except RuntimeError as error:
         # A wrong input raises the same error from the fallback (the caller's to handle) and

@@ -14,13 +14,9 @@ def loaded() -> Iterator[tuple[Any, Any]]:
     bundled model cannot be converted here)."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from tomgym.agents.default_model import DefaultModelError
-    from tomgym.agents.llm.backends.hf import load_hf_model
+    from tests.agents.engines import bundled_model
 
-    try:
-        model, tokenizer = load_hf_model("default", device="cpu", dtype="float32")
-    except DefaultModelError as exc:
-        pytest.skip(str(exc))
+    model, tokenizer = bundled_model()
     previous = torch.get_num_threads()
     torch.set_num_threads(1)
     yield model, tokenizer

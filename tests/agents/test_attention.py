@@ -16,18 +16,14 @@ pytest.importorskip("transformers")
 
 from tomgym.agents.llm.attention import GROUPED_SDPA, grouped_attention  # noqa: E402
 
+from tests.agents.engines import bundled_model  # noqa: E402
+
 TOLERANCE = 1e-4
 
 
 @pytest.fixture(scope="module")
 def model() -> Iterator[Any]:
-    from tomgym.agents.default_model import DefaultModelError
-    from tomgym.agents.llm.backends.hf import load_hf_model
-
-    try:
-        loaded, _ = load_hf_model("default", device="cpu", dtype="float32")
-    except DefaultModelError as exc:
-        pytest.skip(str(exc))
+    loaded, _ = bundled_model()
     assert loaded.config.num_key_value_heads < loaded.config.num_attention_heads
     assert loaded.config._attn_implementation == "sdpa"
     yield loaded
@@ -125,13 +121,8 @@ def test_a_peft_wrapped_model_attends_through_the_grouped_path(
     still take the grouped path (no KV copy, the decode kernel), not fall back to stock sdpa."""
     peft = pytest.importorskip("peft")
     import transformers.integrations.sdpa_attention as stock
-    from tomgym.agents.default_model import DefaultModelError
-    from tomgym.agents.llm.backends.hf import load_hf_model
 
-    try:
-        fresh, _ = load_hf_model("default", device="cpu", dtype="float32")
-    except DefaultModelError as exc:
-        pytest.skip(str(exc))
+    fresh, _ = bundled_model()
     config = peft.LoraConfig(r=4, target_modules=["q_proj"], task_type="CAUSAL_LM")
     wrapped = peft.get_peft_model(fresh, config)  # as the trainer and adapter policies build it
     stock_calls: list[int] = []

@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 from tomgym.agents.llm import packed_linear  # noqa: E402
 from tomgym.agents.llm.packed_linear import packed_linear as packed_block  # noqa: E402
 
-from tests.agents.engines import chat_prompts, uncached_engine  # noqa: E402
+from tests.agents.engines import bundled_model, same_decoding_either_way  # noqa: E402
 
 TOLERANCE = 1e-4
 
@@ -183,15 +183,8 @@ def test_the_block_restores_exactly_what_it_patched_and_nests() -> None:
 def test_bundled_model_decodes_the_same_with_either_product(loaded: tuple[Any, Any]) -> None:
     model, tokenizer = loaded
     texts = ("Name a city in France.", "What is 2 + 2?", "Say hello to Ana.", "Hi!")
-    prompts = chat_prompts(tokenizer, texts)
-    plain, packed = (
-        uncached_engine(model, tokenizer, packed_linear=on).generate(prompts, max_new_tokens=24)
-        for on in (False, True)
-    )
+    same_decoding_either_way(model, tokenizer, texts, max_new_tokens=24, tolerance=TOLERANCE)
     assert all("forward" not in vars(m) for m in model.modules())
-    for a, b in zip(plain, packed, strict=True):
-        assert b.ids == a.ids
-        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < TOLERANCE
 
 
 class _Tiny(torch.nn.Module):
@@ -281,13 +274,7 @@ def test_lora_layers_keep_pefts_forward_where_one_product_would_differ(
 
 def test_bundled_model_with_lora_decodes_the_same_either_way() -> None:
     peft = pytest.importorskip("peft")
-    from tomgym.agents.default_model import DefaultModelError
-    from tomgym.agents.llm.backends.hf import load_hf_model
-
-    try:
-        model, tokenizer = load_hf_model("default", device="cpu", dtype="float32")
-    except DefaultModelError as exc:
-        pytest.skip(str(exc))
+    model, tokenizer = bundled_model()
     torch.manual_seed(0)
     config = peft.LoraConfig(
         r=8,
@@ -299,11 +286,5 @@ def test_bundled_model_with_lora_decodes_the_same_either_way() -> None:
     for name, parameter in model.named_parameters():
         if "lora_B" in name:  # small, so the adapted model still writes text
             parameter.data.mul_(0.05)
-    prompts = chat_prompts(tokenizer, ("Name a city in France.", "Say hello to Ana."))
-    plain, packed = (
-        uncached_engine(model, tokenizer, packed_linear=on).generate(prompts, max_new_tokens=16)
-        for on in (False, True)
-    )
-    for a, b in zip(plain, packed, strict=True):
-        assert b.ids == a.ids
-        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs, strict=True)) < TOLERANCE
+    texts = ("Name a city in France.", "Say hello to Ana.")
+    same_decoding_either_way(model, tokenizer, texts, max_new_tokens=16, tolerance=TOLERANCE)
