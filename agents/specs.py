@@ -65,6 +65,7 @@ BACKEND_OPTION_TYPES: dict[str, dict[str, type]] = {
         "num_threads": int,
         "kv_cache": bool,
         "kv_cache_max_tokens": int,
+        "kv_cache_share_prefixes": bool,
         "stop_at_answer": bool,
         "constrain_format": bool,
         "constrain_beliefs": bool,

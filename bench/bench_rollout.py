@@ -69,14 +69,21 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _games(n: int, split: str, tag: str) -> list[Any]:
+def _games(n: int, split: str, tag: str, group_size: int = 1) -> list[Any]:
+    """`n` games, attacker variants cycled; with `group_size` > 1 every `group_size` consecutive
+    games play one scenario (the split's scenarios in order), as a Dr. GRPO group or an
+    evaluation against every attacker variant does."""
     from tomgym.training.runner import GameSpec
 
+    options = [{"split": split, "attacker": ATTACKERS[i % 4]} for i in range(n)]
+    if group_size > 1:
+        from tomgym.envs.tomsb.benchmark import load_benchmark
+
+        scenarios = load_benchmark().filter(split=split)
+        for i, game in enumerate(options):
+            game["scenario"] = scenarios[(i // group_size) % len(scenarios)].scenario_id
     # The seed depends on the game's index only, so every level and mode plays the same games.
-    return [
-        GameSpec(f"bench-{tag}-{i}", 1000 + i, {"split": split, "attacker": ATTACKERS[i % 4]})
-        for i in range(n)
-    ]
+    return [GameSpec(f"bench-{tag}-{i}", 1000 + i, options[i]) for i in range(n)]
 
 
 _FOLLOW_UPS = (
@@ -138,16 +145,23 @@ def _defender_answers(record: dict[str, Any]) -> list[str]:
 
 
 def play(
-    policy: Any, concurrency: int, games: int, turns: int, args: argparse.Namespace, tag: str
+    policy: Any,
+    concurrency: int,
+    games: int,
+    turns: int,
+    args: argparse.Namespace,
+    tag: str,
+    group_size: int = 1,
 ) -> tuple[dict[str, Any], list[list[str]]]:
-    """Play `games` episodes at `concurrency`; returns (measurements, defender answers)."""
+    """Play `games` episodes at `concurrency` (`_games`); returns (measurements, defender
+    answers)."""
     from tomgym.agents.tomsb_policies import make_scripted_tomsb_policy
     from tomgym.training.routing import RoutedPolicy
     from tomgym.training.runner import RunStats, play_games
 
     backend = policy.backend
     backend.invalidate_cache()  # every measurement starts cold
-    specs = _games(games, args.split, tag)
+    specs = _games(games, args.split, tag, group_size)
     # Fresh scripted attackers per run (they keep per-game state), all variants behind one
     # policy object, so the defender's batches hold games of every variant.
     attackers = {
@@ -208,21 +222,30 @@ def play(
     return result, [_defender_answers(r) for r in ordered]
 
 
-def compare_linear(
-    paths: dict[str, Any], args: argparse.Namespace, reference: list[list[str]] | None
+def compare_paths(
+    paths: dict[str, Any],
+    level: int,
+    pairs: int,
+    args: argparse.Namespace,
+    reference: list[list[str]] | None,
+    group_size: int = 1,
 ) -> dict[str, Any]:
-    """Both linear paths (`paths`: name -> cached policy, two of them) at `--linear-level` games,
-    `--linear-pairs` times each, the order alternating from pair to pair."""
-    level, pairs = args.linear_level, args.linear_pairs
+    """Two settings of the cached policy (`paths`: name -> policy) at `level` games, `pairs`
+    times each, the order alternating from pair to pair; each run's episodes/min and prefilled
+    tokens per episode, and whether every run's greedy answers equal `reference` (else the
+    first run's)."""
     names = list(paths)
     runs: dict[str, list[float]] = {name: [] for name in names}
+    prefilled: dict[str, list[float]] = {name: [] for name in names}
     identical = True
+    tag = f"c{level}" if group_size == 1 else f"g{level}x{group_size}"
     for pair, name in paired.interleaved(names, pairs):
         result, answers = play(
-            paths[name], level, games_at(level, args), args.turns, args, f"c{level}"
+            paths[name], level, games_at(level, args), args.turns, args, tag, group_size
         )
         _log(f"level {level} cached, {name} (pair {pair + 1}): {json.dumps(result)}")
         runs[name].append(result["episodes_per_min"])
+        prefilled[name].append(result["prefill_tokens_per_episode"])
         if reference is None:
             reference = answers
         identical &= answers == reference
@@ -232,6 +255,7 @@ def compare_linear(
         "concurrency": level,
         "pairs": pairs,
         "episodes_per_min": runs,
+        "prefill_tokens_per_episode": prefilled,
         "median_episodes_per_min": compared.pop("median"),
         **compared,
         "identical_greedy": identical,
@@ -298,6 +322,24 @@ def main(argv: list[str] | None = None) -> int:
         default=2,
         help="interleaved runs of each linear path at --linear-level (order alternates by pair)",
     )
+    parser.add_argument(
+        "--group-level",
+        type=int,
+        default=8,
+        help="games at which to compare shared prompt prefixes on and off (0: skip)",
+    )
+    parser.add_argument(
+        "--group-size",
+        type=int,
+        default=4,
+        help="consecutive games that play one scenario in the --group-level comparison",
+    )
+    parser.add_argument(
+        "--group-pairs",
+        type=int,
+        default=2,
+        help="interleaved runs of each setting at --group-level (order alternates by pair)",
+    )
     parser.add_argument("--split", default="test")
     parser.add_argument("--out", default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
@@ -306,8 +348,10 @@ def main(argv: list[str] | None = None) -> int:
         growth_turns = _int_list(args.growth_turns, "--growth-turns") if args.growth_turns else []
         if args.min_games < 1:
             raise ValueError(f"--min-games must be at least 1, got {args.min_games}")
-        if args.linear_pairs < 1:
-            raise ValueError(f"--linear-pairs must be at least 1, got {args.linear_pairs}")
+        for flag in ("linear_pairs", "group_pairs", "group_size"):
+            if getattr(args, flag) < 1:
+                name = "--" + flag.replace("_", "-")
+                raise ValueError(f"{name} must be at least 1, got {getattr(args, flag)}")
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -413,14 +457,30 @@ def main(argv: list[str] | None = None) -> int:
 
     linear: dict[str, Any] | None = None
     if args.linear_level > 0:
-        linear = compare_linear(
+        linear = compare_paths(
             {
                 "packed": cached,
                 "f_linear": same_weights("defender-cached-plain-linear", packed_linear=False),
             },
+            args.linear_level,
+            args.linear_pairs,
             args,
             reference=cached_answers.get(args.linear_level),
         )
+    shared: dict[str, Any] | None = None
+    if args.group_level > 0:
+        shared = compare_paths(
+            {
+                "shared": cached,
+                "unshared": same_weights("defender-unshared", kv_cache_share_prefixes=False),
+            },
+            args.group_level,
+            args.group_pairs,
+            args,
+            reference=None,
+            group_size=args.group_size,
+        )
+        shared["group_size"] = args.group_size
 
     by_level = {e["concurrency"]: e for e in level_results}
     one, top = by_level.get(1), by_level.get(max(levels))
@@ -454,6 +514,7 @@ def main(argv: list[str] | None = None) -> int:
         "growth": growth,
         "identical_greedy": identical,
         "packed_linear": linear,
+        "shared_prefixes": shared,
         # ru_maxrss is in KiB on Linux.
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "cache": cached.backend.cache_stats(),

@@ -18,8 +18,18 @@ over a batch of token-id prompts, each optionally tagged with a conversation key
   token chunks (`prefill_chunk_tokens` rows x tokens per forward) so attention memory stays
   bounded; rows that finish idle in the decode batch (a pad token fed, outputs ignored) until
   half of it has finished, then leave it in one compaction.
-- Memory is bounded: `KVCacheStore` caps the cached tokens over all conversations and evicts the
-  least recently used conversation first (its next turn is a full re-encode, counted).
+- Shared prefixes: a prompt with no cached past of its own (a conversation's first turn) starts
+  from the longest prefix cached for several conversations (`SharedPrefix` entries of the
+  store). In each call the prefixes that two or more such prompts share, at least
+  `KVCacheStore.min_shared_tokens` beyond what they already start from, are prefilled once
+  each, nested ones on top of their parent (`plan_shared_prefixes`): a Dr. GRPO group's common
+  first prompt, one scenario played against every attacker variant. A prefix is read, never
+  written: a conversation copies it on its first save. It saves prefill compute, not memory
+  (each conversation still holds its own copy), and stays while a cached conversation starts
+  with it (or until evicted). `KVCacheStore(share_prefixes=False)` turns it off.
+- Memory is bounded: `KVCacheStore` caps the cached tokens over all conversations and shared
+  prefixes and evicts the least recently used first (a conversation's next turn is then a full
+  re-encode, counted).
 - Decoding is greedy at `temperature == 0`, else sampling (`top_k`, `top_p`) from torch's global
   RNG (seed it outside, e.g. inside `torch.random.fork_rng`). Log-probs are those of
   `log_softmax(logits / logprob_temperature)` (1 = the raw distribution).
@@ -69,6 +79,9 @@ ConversationKey = Hashable
 
 DEFAULT_MAX_CACHED_TOKENS = 131_072
 """Default cap on cached tokens over all conversations (SmolLM2-135M fp32: ~45 KB per token)."""
+
+DEFAULT_MIN_SHARED_TOKENS = 64
+"""Shortest prompt prefix worth caching once for several new conversations (`KVCacheStore`)."""
 
 DEFAULT_PREFILL_CHUNK_TOKENS = 4096
 """Rows x new tokens per prefill forward pass: bounds the attention scores' memory."""
@@ -134,7 +147,10 @@ class ContextWindowExceeded(RuntimeError):
 class CacheStats:
     """Cumulative accounting of what was fed to the model and what was reused.
 
-    `prefill_seconds` is the wall time of the prefill passes (a call's new prompt tokens),
+    `shared_prefix_hits` counts prompts that started from a shared prefix, `shared_prefix_tokens`
+    the tokens those prefixes spared them (also in `reused_tokens`), `prefixes_cached` the
+    shared prefixes prefilled (their tokens are in `prefill_tokens`). `prefill_seconds` is the
+    wall time of the prefill passes (a call's new prompt tokens),
     `decode_seconds` that of the token-by-token loop after them (sampling, constraints and saving
     the conversations' caches included). Both are host wall clock: on a GPU the prefill is
     synchronised before its clock stops, so the split holds there too.
@@ -149,6 +165,9 @@ class CacheStats:
     full_encodes: int = 0
     evictions: int = 0
     invalidations: int = 0
+    shared_prefix_hits: int = 0
+    shared_prefix_tokens: int = 0
+    prefixes_cached: int = 0
     peak_cached_tokens: int = 0
     prefill_seconds: float = 0.0
     decode_seconds: float = 0.0
@@ -168,6 +187,7 @@ class _Entry:
 
     token_ids: list[int]
     layers: list[tuple[torch.Tensor, torch.Tensor]]
+    shared: bool = False  # the buffers belong to a shared prefix: `extend` copies them first
 
     def __len__(self) -> int:
         return len(self.token_ids)
@@ -175,7 +195,12 @@ class _Entry:
     def cropped(self, length: int) -> _Entry:
         """The first `length` tokens. Shares the buffers (cropping copies nothing), so extending
         the crop overwrites this entry's later positions: use only the crop afterwards."""
-        return _Entry(self.token_ids[:length], list(self.layers))
+        return _Entry(self.token_ids[:length], list(self.layers), self.shared)
+
+    def shared_view(self) -> _Entry:
+        """A conversation's start from this (shared prefix) entry: reads its buffers in place,
+        and its first `extend` copies them, so the prefix itself is never written."""
+        return _Entry(list(self.token_ids), list(self.layers), shared=True)
 
     def kv(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Views of one layer's valid keys and values, (heads, len, dim)."""
@@ -190,7 +215,7 @@ class _Entry:
         start, end = len(self), len(self) + len(token_ids)
         for layer, chunks in enumerate(parts):
             keys, values = self.layers[layer]
-            if end > keys.shape[1]:
+            if end > keys.shape[1] or self.shared:
                 keys = _grown(keys, start, end)
                 values = _grown(values, start, end)
                 self.layers[layer] = (keys, values)
@@ -202,6 +227,7 @@ class _Entry:
             if at != end:
                 raise RuntimeError(f"KV for {at - start} positions, {end - start} token ids")
         self.token_ids = self.token_ids[:start] + list(token_ids)
+        self.shared = False
 
 
 def _grown(buffer: torch.Tensor, keep: int, need: int) -> torch.Tensor:
@@ -212,25 +238,58 @@ def _grown(buffer: torch.Tensor, keep: int, need: int) -> torch.Tensor:
     return grown
 
 
-class KVCacheStore:
-    """Per-conversation caches under a token cap, least recently used evicted first."""
+@dataclass(frozen=True)
+class SharedPrefix:
+    """Store key of a prompt prefix cached once for every conversation that starts with it."""
 
-    def __init__(self, max_tokens: int = DEFAULT_MAX_CACHED_TOKENS) -> None:
+    token_ids: tuple[int, ...]
+
+
+class KVCacheStore:
+    """Per-conversation caches and shared prompt prefixes under one token cap, least recently
+    used evicted first.
+
+    With `share_prefixes` the generator caches, once, each prefix of at least
+    `min_shared_tokens` tokens that several new conversations start with (`SharedPrefix` keys);
+    a prefix stays while a cached conversation still starts with it, or until evicted.
+    `len()`, `keys()` and `forget()` see conversations only.
+    """
+
+    def __init__(
+        self,
+        max_tokens: int = DEFAULT_MAX_CACHED_TOKENS,
+        *,
+        share_prefixes: bool = True,
+        min_shared_tokens: int = DEFAULT_MIN_SHARED_TOKENS,
+    ) -> None:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        if min_shared_tokens < 1:
+            raise ValueError(f"min_shared_tokens must be >= 1, got {min_shared_tokens}")
         self.max_tokens = int(max_tokens)
+        self.share_prefixes = bool(share_prefixes)
+        self.min_shared_tokens = int(min_shared_tokens)
         self._entries: OrderedDict[ConversationKey, _Entry] = OrderedDict()
         self.cached_tokens = 0
         self.stats = CacheStats()
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return sum(1 for key in self._entries if not isinstance(key, SharedPrefix))
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries
 
     def keys(self) -> list[ConversationKey]:
-        return list(self._entries)
+        return [key for key in self._entries if not isinstance(key, SharedPrefix)]
+
+    def prefixes(self) -> dict[tuple[int, ...], _Entry]:
+        """The shared prefixes held, by token ids."""
+        return {k.token_ids: e for k, e in self._entries.items() if isinstance(k, SharedPrefix)}
+
+    def touch(self, key: ConversationKey) -> None:
+        """Mark an entry as just used (last to be evicted)."""
+        if key in self._entries:
+            self._entries.move_to_end(key)
 
     def cached_ids(self, key: ConversationKey) -> list[int] | None:
         entry = self._entries.get(key)
@@ -257,15 +316,72 @@ class KVCacheStore:
         self.stats.peak_cached_tokens = max(self.stats.peak_cached_tokens, self.cached_tokens)
 
     def forget(self, predicate: Callable[[ConversationKey], bool]) -> int:
-        """Drop every conversation whose key satisfies `predicate`; returns how many."""
-        doomed = [key for key in self._entries if predicate(key)]
+        """Drop every conversation whose key satisfies `predicate`, and every shared prefix no
+        remaining conversation starts with; returns how many conversations."""
+        doomed = [key for key in self.keys() if predicate(key)]
         for key in doomed:
             self.take(key)
+        if doomed:
+            alive = [
+                e.token_ids for k, e in self._entries.items() if not isinstance(k, SharedPrefix)
+            ]
+            for ids in list(self.prefixes()):
+                if not any(len(t) > len(ids) and tuple(t[: len(ids)]) == ids for t in alive):
+                    self.take(SharedPrefix(ids))
         return len(doomed)
 
     def clear(self) -> None:
         self._entries.clear()
         self.cached_tokens = 0
+
+
+def plan_shared_prefixes(
+    prompts: Sequence[Sequence[int]], known: Sequence[Sequence[int]], min_tokens: int
+) -> list[tuple[int, ...]]:
+    """The new prefixes worth caching once for `prompts`, shortest first.
+
+    A prefix is planned where at least two prompts share it (each keeping at least one token
+    after it to feed) and it is at least `min_tokens` longer than what its prompts already
+    start from: a `known` prefix, or a shorter planned one (a common system prompt, then each
+    scenario's own text, as nested prefixes). These are the internal nodes of the prompts'
+    compressed trie: the common prefixes of neighbours in sorted order.
+    """
+
+    def common(a: Sequence[int], b: Sequence[int]) -> int:
+        n = 0
+        for x, y in zip(a, b, strict=False):
+            if x != y:
+                break
+            n += 1
+        return n
+
+    usable = [list(p[: len(p) - 1]) for p in prompts]
+    starts = [
+        max((len(k) for k in known if len(k) <= len(u) and common(k, u) == len(k)), default=0)
+        for u in usable
+    ]
+    order = sorted(range(len(usable)), key=lambda i: usable[i])
+    shared = [common(usable[a], usable[b]) for a, b in zip(order, order[1:], strict=False)]
+    planned: list[tuple[int, ...]] = []
+
+    def visit(lo: int, hi: int, base: int) -> None:
+        # order[lo:hi] share at least `base` tokens through a planned prefix (0: none).
+        if hi - lo < 2:
+            return
+        depth = min(shared[lo : hi - 1])
+        floor = max(base, min(starts[i] for i in order[lo:hi]))
+        if depth - floor >= min_tokens:
+            planned.append(tuple(usable[order[lo]][:depth]))
+            base = depth
+        first = lo
+        for i in range(lo, hi - 1):
+            if shared[i] == depth:
+                visit(first, i + 1, base)
+                first = i + 1
+        visit(first, hi, base)
+
+    visit(0, len(order), 0)
+    return sorted(planned, key=len)
 
 
 @dataclass
@@ -469,6 +585,19 @@ def _constrained(
     return (logits if masked is None else masked), forced
 
 
+@dataclass
+class _Prefilled:
+    """A batch after its prompts were fed: the cache, its mask, the last position's logits, and
+    per row the cached length it started from and the ids fed; `past_width` = longest past."""
+
+    cache: DynamicCache
+    mask: torch.Tensor
+    logits: torch.Tensor
+    past_lens: list[int]
+    new_ids: list[list[int]]
+    past_width: int
+
+
 class CachedGenerator:
     """Batched multi-turn generation over a causal LM with optional per-conversation KV reuse.
 
@@ -578,6 +707,8 @@ class CachedGenerator:
             packing.packed_linear(self.model) if self.packed_linear else contextlib.nullcontext()
         )
         with grouped_attention(self.model), linear:
+            self._share_prefixes(prompts, pasts, max_batch_size)
+            self.stats.full_encodes += sum(past is None for past in pasts)
             for group in self._groups(prompts, pasts, max_batch_size):
                 completions, states = self._run(
                     [prompts[i] for i in group],
@@ -602,11 +733,9 @@ class CachedGenerator:
     def _reusable_past(self, prompt: list[int], key: ConversationKey | None) -> _Entry | None:
         """The cached prefix of `prompt` for `key` (at least one prompt token is left to feed)."""
         if key is None or self.store is None:
-            self.stats.full_encodes += 1
             return None
         entry = self.store.take(key)
         if entry is None:
-            self.stats.full_encodes += 1
             return None
         cached = entry.token_ids
         shared = min(len(cached), len(prompt))
@@ -619,10 +748,74 @@ class CachedGenerator:
         # At least one prompt token must be fed: its logits start the completion.
         common = min(common, len(prompt) - 1)
         if common == 0:
-            self.stats.full_encodes += 1
             return None
         self.stats.cache_hits += 1
         return entry if common == len(entry) else entry.cropped(common)
+
+    def _share_prefixes(
+        self, prompts: list[list[int]], pasts: list[_Entry | None], max_batch_size: int
+    ) -> None:
+        """Start every prompt without a cached past from the longest shared prefix it has:
+        prefixes cached by earlier calls, and new ones that two or more of these prompts share
+        (`plan_shared_prefixes`), each prefilled once, parents first."""
+        store = self.store
+        if store is None or not store.share_prefixes:
+            return
+        fresh = [i for i, past in enumerate(pasts) if past is None and len(prompts[i]) > 1]
+        if not fresh:
+            return
+        known = store.prefixes()
+        planned = plan_shared_prefixes(
+            [prompts[i] for i in fresh], list(known), store.min_shared_tokens
+        )
+        available = dict(known)
+
+        def longest(ids: Sequence[int], below: int) -> tuple[int, ...] | None:
+            """The longest available prefix of `ids` shorter than `below` tokens."""
+            best = None
+            for prefix in available:
+                longer = len(prefix) < below and (best is None or len(prefix) > len(best))
+                if longer and tuple(ids[: len(prefix)]) == prefix:
+                    best = prefix
+            return best
+
+        while planned:
+            # A prefix runs once the planned prefixes it extends exist (nested ones wait).
+            ready = [
+                p for p in planned
+                if not any(len(q) < len(p) and p[: len(q)] == q for q in planned)
+            ]  # fmt: skip
+            planned = [p for p in planned if p not in ready]
+            parents = [longest(p, len(p)) for p in ready]
+            for lo in range(0, len(ready), max_batch_size):
+                batch = ready[lo : lo + max_batch_size]
+                bases = [
+                    available[q].shared_view() if q is not None else None
+                    for q in parents[lo : lo + max_batch_size]
+                ]
+                for prefix, entry in zip(
+                    batch, self._encode([list(p) for p in batch], bases), strict=True
+                ):
+                    available[prefix] = entry
+                    store.put(SharedPrefix(prefix), entry)
+                    self.stats.prefixes_cached += 1
+        for i in fresh:
+            prefix = longest(prompts[i], len(prompts[i]))
+            if prefix is None:
+                continue
+            store.touch(SharedPrefix(prefix))
+            pasts[i] = available[prefix].shared_view()
+            self.stats.shared_prefix_hits += 1
+            self.stats.shared_prefix_tokens += len(prefix)
+
+    def _encode(self, prompts: list[list[int]], pasts: list[_Entry | None]) -> list[_Entry]:
+        """Each prompt's whole KV (from its past on) as an entry of its own, nothing decoded."""
+        # Its own buffers: the pool keeps the last turn's (larger) batch buffers for the next.
+        batch = self._prefill(prompts, pasts, spare=0, pool=_BufferPool())
+        return [
+            _save_row(batch.cache, batch.mask, row, past, batch.past_width, prompt)
+            for row, (prompt, past) in enumerate(zip(prompts, pasts, strict=True))
+        ]
 
     def _groups(
         self, prompts: list[list[int]], pasts: list[_Entry | None], max_batch_size: int
@@ -648,28 +841,21 @@ class CachedGenerator:
             groups.append([i])
         return groups
 
-    def _run(
+    def _prefill(
         self,
         prompts: list[list[int]],
         pasts: list[_Entry | None],
-        *,
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float,
-        top_k: int,
-        logprob_temperature: float,
-        stop_when: Callable[[list[int]], bool] | None,
-        repetition_guard: bool,
-        keep_state: list[bool],
-        constraints: list[TokenConstraint | None],
-    ) -> tuple[list[Completion], list[_Entry | None]]:
+        spare: int,
+        pool: _BufferPool | None = None,
+    ) -> _Prefilled:
+        """One batch's prompts fed after their pasts, in chunks; the batch cache (buffers from
+        `pool`, by default the generator's) keeps `spare` free positions per row."""
         device = self.model.device
         rows = len(prompts)
         past_lens = [len(p) if p is not None else 0 for p in pasts]
         new_ids = [prompt[n:] for prompt, n in zip(prompts, past_lens, strict=True)]
         width = max(len(ids) for ids in new_ids)
-        past_width = max(past_lens)
-        cache, mask = _batch_cache(pasts, self.model, width + max_new_tokens, self._pool)
+        cache, mask = _batch_cache(pasts, self.model, width + spare, pool or self._pool)
         input_ids = torch.full((rows, width), self.pad_token_id, dtype=torch.long)
         new_mask = torch.zeros((rows, width), dtype=torch.long)
         positions = torch.zeros((rows, width), dtype=torch.long)
@@ -702,8 +888,30 @@ class CachedGenerator:
         assert logits is not None
         if logits.device.type == "cuda":
             torch.cuda.synchronize(logits.device)
+        self.stats.prefill_seconds += time.perf_counter() - started
+        return _Prefilled(cache, mask, logits, past_lens, new_ids, max(past_lens))
+
+    def _run(
+        self,
+        prompts: list[list[int]],
+        pasts: list[_Entry | None],
+        *,
+        max_new_tokens: int,
+        temperature: float,
+        top_p: float,
+        top_k: int,
+        logprob_temperature: float,
+        stop_when: Callable[[list[int]], bool] | None,
+        repetition_guard: bool,
+        keep_state: list[bool],
+        constraints: list[TokenConstraint | None],
+    ) -> tuple[list[Completion], list[_Entry | None]]:
+        batch = self._prefill(prompts, pasts, spare=max_new_tokens)
+        cache, mask, logits = batch.cache, batch.mask, batch.logits
+        device = self.model.device
+        rows = len(prompts)
+        past_lens, new_ids, past_width = batch.past_lens, batch.new_ids, batch.past_width
         prefilled = time.perf_counter()
-        self.stats.prefill_seconds += prefilled - started
 
         next_position = torch.tensor(
             [n + len(ids) for n, ids in zip(past_lens, new_ids, strict=True)], dtype=torch.long

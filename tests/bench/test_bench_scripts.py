@@ -152,39 +152,55 @@ def test_gpu_check_configs_are_valid_training_configs(tmp_path, backend: str) ->
     }
 
 
-def test_rollout_linear_comparison_interleaves_its_pairs(monkeypatch) -> None:
+def test_rollout_comparisons_interleave_their_pairs(monkeypatch) -> None:
     """AB BA AB: a machine that slows down during the run must not favour the path played last."""
     import argparse
 
     import bench.bench_rollout as bench
 
     played: list[str] = []
-    batches: set[tuple[int, int]] = set()
+    batches: set[tuple[int, int, int]] = set()
     speed = iter([10.0, 7.0, 6.0, 9.0, 8.0, 5.0])  # the machine drifts; paths alternate first
 
-    def fake_play(policy, concurrency, games, turns, args, tag):
+    def fake_play(policy, concurrency, games, turns, args, tag, group_size=1):
         played.append(policy)
-        batches.add((concurrency, games))
+        batches.add((concurrency, games, group_size))
         answers = [["same"]] if policy != "odd" else [["other"]]
-        return {"episodes_per_min": next(speed)}, answers
+        rate = next(speed)
+        return {"episodes_per_min": rate, "prefill_tokens_per_episode": 100 * rate}, answers
 
     monkeypatch.setattr(bench, "play", fake_play)
-    args = argparse.Namespace(linear_level=4, linear_pairs=3, turns=2, min_games=6)
-    result = bench.compare_linear({"packed": "a", "f_linear": "b"}, args, [["same"]])
+    args = argparse.Namespace(turns=2, min_games=6)
+    result = bench.compare_paths({"packed": "a", "f_linear": "b"}, 4, 3, args, [["same"]])
     assert played == ["a", "b", "b", "a", "a", "b"]
-    assert batches == {(4, 6)}  # 4 at once, at least --min-games episodes
+    assert batches == {(4, 6, 1)}  # 4 at once, at least --min-games episodes
     assert result["episodes_per_min"] == {
         "packed": [10.0, 9.0, 8.0],
         "f_linear": [7.0, 6.0, 5.0],
     }
+    assert result["prefill_tokens_per_episode"]["packed"] == [1000.0, 900.0, 800.0]
     assert result["packed_vs_f_linear"] == round(9.0 / 6.0, 3)
     assert result["pair_ratios"] == [round(10 / 7, 3), 1.5, 1.6]
     assert result["identical_greedy"] is True
 
     speed = iter([1.0, 1.0])
     played.clear()
-    args.linear_pairs = 1
-    assert bench.compare_linear({"x": "a", "y": "odd"}, args, None)["identical_greedy"] is False
+    batches.clear()
+    odd = bench.compare_paths({"x": "a", "y": "odd"}, 8, 1, args, None, group_size=4)
+    assert odd["identical_greedy"] is False and batches == {(8, 8, 4)}
+
+
+def test_rollout_group_games_share_a_scenario_per_group() -> None:
+    """`--group-size` games in a row play one scenario, against different attacker variants."""
+    pytest.importorskip("numpy")
+    from bench.bench_rollout import ATTACKERS, _games
+
+    games = _games(8, "test", "t", group_size=4)
+    scenarios = [g.options["scenario"] for g in games]
+    assert len(set(scenarios[:4])) == 1 and len(set(scenarios[4:])) == 1
+    assert scenarios[0] != scenarios[4]
+    assert [g.options["attacker"] for g in games[:4]] == list(ATTACKERS)
+    assert all("scenario" not in g.options for g in _games(4, "test", "t"))
 
 
 def test_rollout_benchmark_refuses_counts_below_one(capsys) -> None:
@@ -192,6 +208,8 @@ def test_rollout_benchmark_refuses_counts_below_one(capsys) -> None:
 
     assert main(["--linear-pairs", "0"]) == 1
     assert "--linear-pairs must be at least 1" in capsys.readouterr().err
+    assert main(["--group-size", "0"]) == 1
+    assert "--group-size must be at least 1" in capsys.readouterr().err
     assert main(["--min-games", "0"]) == 1
     assert "--min-games must be at least 1" in capsys.readouterr().err
 

@@ -281,6 +281,11 @@ class TrainConfig(BaseModel):
         "null = the engine's default (agents.llm.kv_cache.DEFAULT_MAX_CACHED_TOKENS).",
         ge=1,
     )
+    kv_cache_share_prefixes: bool = _f(
+        True,
+        "Prefill once a prompt prefix that several new games share (a group's scenario), each "
+        "game's cache starting from it; false prefills every game's first prompt in full.",
+    )
     packed_linear: bool = _f(
         True,
         "Multiply by linear weights packed once for oneDNN on CPU during rollouts "

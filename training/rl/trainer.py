@@ -227,7 +227,10 @@ class TrainingSession:
             return None
         from tomgym.agents.llm.kv_cache import DEFAULT_MAX_CACHED_TOKENS, KVCacheStore
 
-        return KVCacheStore(cfg.kv_cache_max_tokens or DEFAULT_MAX_CACHED_TOKENS)
+        return KVCacheStore(
+            cfg.kv_cache_max_tokens or DEFAULT_MAX_CACHED_TOKENS,
+            share_prefixes=cfg.kv_cache_share_prefixes,
+        )
 
     def make_generate(self, model: Any, temperature: float) -> HFGenerateFn:
         """The trained policy's generate function over `model` (the session's KV-cache store)."""

@@ -18,8 +18,11 @@
   default) each conversation's KV cache is kept between its turns (callers name conversations
   with `keys=`, e.g. `(game_id, agent)`), so a turn prefills only its new tokens; unnamed prompts
   and `kv_cache=False` encode in full, on the same code path. The cache holds at most
-  `kv_cache_max_tokens` tokens (least recently used conversations evicted). Call
-  `forget_conversations` when a game ends and `invalidate_cache` whenever the weights change.
+  `kv_cache_max_tokens` tokens (least recently used conversations evicted). With
+  `kv_cache_share_prefixes=True` (the default) a prompt prefix that several new conversations
+  share (the same scenario played against several attackers or seeds, a Dr. GRPO group) is
+  prefilled once and each conversation starts from it. Call `forget_conversations` when a game
+  ends and `invalidate_cache` whenever the weights change.
 - `stop_at_answer=True` (the default) stops a row once its text holds a whole protocol answer
   (`agents.llm.stopping.answer_stop`: a JSON object, or an `ANSWER:` line); such a row ends
   without EOS (`finished=False`), like a capped one.
@@ -211,6 +214,7 @@ class HFGenerationOptions:
     max_batch_size: int = 32
     kv_cache: bool = True
     kv_cache_max_tokens: int = DEFAULT_MAX_CACHED_TOKENS
+    kv_cache_share_prefixes: bool = True
     stop_at_answer: bool = True
     constrain_format: bool = False
     constrain_beliefs: bool = False
@@ -317,7 +321,13 @@ class HFBackend(TokenizerChatMixin):
             eos_token_ids=self.eos_token_ids,
             pad_token_id=tokenizer.pad_token_id,
             context_window=self.context_window,
-            store=KVCacheStore(options.kv_cache_max_tokens) if options.kv_cache else None,
+            store=(
+                KVCacheStore(
+                    options.kv_cache_max_tokens, share_prefixes=options.kv_cache_share_prefixes
+                )
+                if options.kv_cache
+                else None
+            ),
             packed_linear=options.packed_linear,
         )
 
@@ -344,6 +354,7 @@ class HFBackend(TokenizerChatMixin):
         store = self.engine.store
         stats["cached_tokens"] = store.cached_tokens if store is not None else 0
         stats["cached_conversations"] = len(store) if store is not None else 0
+        stats["cached_prefixes"] = len(store.prefixes()) if store is not None else 0
         return stats
 
     @property

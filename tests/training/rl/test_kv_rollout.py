@@ -60,6 +60,8 @@ def _compare(tiny, env_id, agent, opponents, env_config, games, temperature=0.0)
     assert stats["reused_tokens"] > 0 and plain_stats["reused_tokens"] == 0
     assert stats["prefill_tokens"] < plain_stats["prefill_tokens"]
     assert len(store) == 0, "finished games must leave no cache behind (forget)"
+    assert not store.prefixes(), "nor a shared prefix that no game starts with"
+    return stats
 
 
 def test_tomsb_rollout_cached_equals_uncached(tiny) -> None:
@@ -76,6 +78,28 @@ def test_tomsb_rollout_cached_equals_uncached(tiny) -> None:
         {"max_attacker_turns": 3, "max_retries": 0},
         [("t0", row, 5), ("t1", row, 6)],
     )
+
+
+def test_tomsb_group_rollout_shares_its_first_prompt(tiny) -> None:
+    """Two games of one scenario (a Dr. GRPO group): their common first prompt is prefilled
+    once, and the recorded tokens and log-probs still equal full re-encoding."""
+    from tomgym.agents.tomsb_policies import make_scripted_tomsb_policy
+    from tomgym.envs.tomsb.benchmark import load_benchmark
+    from tomgym.training.rl.episodes import GameRow
+    from tomgym.training.rl.opponents import ResilientPolicy
+
+    scenario = load_benchmark().filter(split="train", prior_level=1)[0].scenario_id
+    row = GameRow(0, {"scenario": scenario, "attacker": "base"}, 5, "base")
+    stats = _compare(
+        tiny,
+        "tomgym/tomsb-v0",
+        "defender_0",
+        lambda: {"attacker_0": ResilientPolicy(make_scripted_tomsb_policy("base"))},
+        {"max_attacker_turns": 3, "max_retries": 0},
+        [("t0", row, 5), ("t1", row, 6)],
+    )
+    assert stats["shared_prefix_hits"] == 2 and stats["prefixes_cached"] == 1
+    assert stats["shared_prefix_tokens"] > 300  # the rules and the universe
 
 
 def test_tomsb_sampled_rollout_cached_equals_uncached(tiny) -> None:
