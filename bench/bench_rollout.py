@@ -9,9 +9,11 @@ every turn in full (`kv_cache=false`); both stop decoding at the close of the an
 Measured, each for the cached and the uncached policy:
 - at each concurrency level (default 1, 8, 32 games at once, `--turns` attacker turns each;
   `max(level, --min-games)` episodes, so level 1 plays 4 games one after another):
-  episodes/min, prefilled tokens per episode (tokens actually fed to the model), completion
-  tokens, the seconds per episode in prefill passes and in the token-by-token decode loop (the
-  engine's `prefill_seconds` / `decode_seconds`), the share of wall time outside the model (not
+  episodes/min, prefilled tokens per episode (tokens actually fed to the model), the reused
+  tokens taken from prompt prefixes shared with other games (`shared_prefix_tokens_per_episode`:
+  games of one scenario; the seeded draw can repeat a scenario), completion tokens, the seconds
+  per episode in prefill passes and in the token-by-token decode loop (the engine's
+  `prefill_seconds` / `decode_seconds`), the share of wall time outside the model (not
   inside the defender's `act_batch`), the cached/uncached ratio of episodes/min
   (`cached_vs_uncached`), and the uncached/cached ratio of prefill seconds
   (`prefill_seconds_ratio`: what `cached_vs_uncached` would be if decoding cost nothing; both
@@ -28,7 +30,12 @@ Measured, each for the cached and the uncached policy:
   packed once, `agents.llm.packed_linear`), in `--linear-pairs` interleaved pairs (AB BA AB ...,
   so a machine whose speed drifts during the run does not favour the one played last): each
   run's episodes/min, the ratio of the medians, each pair's ratio, and whether every run's greedy
-  answers were identical to the cached level's.
+  answers were identical to the cached level's;
+- `shared_prefixes`: at `--group-level` games (8; 0 skips it), every `--group-size` (4)
+  consecutive games playing one scenario (against the attacker variants in turn, as a Dr. GRPO
+  group or an evaluation against every variant would), the cached policy with and without
+  shared prompt prefixes (`kv_cache_share_prefixes`), in `--group-pairs` interleaved pairs: the
+  same measures plus each run's prefilled tokens per episode.
 
 The defaults (32 new tokens per answer, growth at 4 games, one torch thread) keep the run short
 on a 2-core CPU (the README's table: one 41-minute run, the linear comparison included, which
@@ -41,11 +48,13 @@ Progress goes to stderr; the last line of stdout is one JSON object:
       "cached_vs_uncached", "prefill_seconds_ratio"}],
      "cached_vs_uncached": {"1": r, "8": r, "32": r},
      "speedup_32_vs_1_cached", "growth": {"turns", "cached": {...}, "uncached": {...}},
-     "identical_greedy": true|false, "packed_linear": {...}, "peak_rss_mb", "cache": {...}}
+     "identical_greedy": true|false, "packed_linear": {...}, "shared_prefixes": {...},
+     "peak_rss_mb", "cache": {...}}
 
     python -m bench.bench_rollout [--levels 1,8,32] [--turns 8] [--min-games 4]
         [--growth-turns 4,8,15] [--growth-concurrency 4] [--max-new-tokens 32] [--max-retries 0] [--model default]
-        [--num-threads 1] [--linear-level 8] [--linear-pairs 2] [--split test] [--out bench.json]
+        [--num-threads 1] [--linear-level 8] [--linear-pairs 2] [--group-level 8] [--group-size 4]
+        [--group-pairs 2] [--split test] [--out bench.json]
 """
 
 from __future__ import annotations
@@ -208,6 +217,10 @@ def play(
         "reused_tokens_per_episode": round(
             (after["reused_tokens"] - before["reused_tokens"]) / games, 1
         ),
+        # Of those, taken from prefixes shared with other games (their first prompts).
+        "shared_prefix_tokens_per_episode": round(
+            (after["shared_prefix_tokens"] - before["shared_prefix_tokens"]) / games, 1
+        ),
         "prefill_seconds_per_episode": round(prefill_seconds / games, 3),
         "decode_seconds_per_episode": round(decode_seconds / games, 3),
         "completion_tokens_per_episode": round(
@@ -366,7 +379,10 @@ def main(argv: list[str] | None = None) -> int:
     overrides: dict[str, Any] = {
         "max_new_tokens": args.max_new_tokens,
         "temperature": 0.0,
-        "max_batch_size": max([*levels, args.growth_concurrency]),
+        # One batch holds every game of the largest level or comparison.
+        "max_batch_size": max(
+            [*levels, args.growth_concurrency, args.linear_level, args.group_level]
+        ),
         "name": "defender-cached",
     }
     if args.num_threads > 0:

@@ -356,8 +356,9 @@ def plan_shared_prefixes(
         return n
 
     usable = [list(p[: len(p) - 1]) for p in prompts]
+    known = [tuple(k) for k in known]
     starts = [
-        max((len(k) for k in known if len(k) <= len(u) and common(k, u) == len(k)), default=0)
+        max((len(k) for k in known if len(k) <= len(u) and tuple(u[: len(k)]) == k), default=0)
         for u in usable
     ]
     order = sorted(range(len(usable)), key=lambda i: usable[i])

@@ -150,8 +150,18 @@ def test_decrypto_episodes_cached_equal_uncached(loaded):
 
 
 def _token_turns(backend: Any, first: list[int], follow_ups: list[list[int]], keys: list[Any]):
-    """A trainer-style token-in/token-out loop: context += completion (+EOS) + next message."""
-    contexts = [list(first) + [k] for k in range(len(keys))]  # distinct prompts per row
+    """`conversation_turns` from `first` plus a distinct last token per row."""
+    return conversation_turns(
+        backend, [list(first) + [k] for k in range(len(keys))], follow_ups, keys
+    )
+
+
+def conversation_turns(
+    backend: Any, firsts: list[list[int]], follow_ups: list[list[int]], keys: list[Any]
+) -> list[list[Any]]:
+    """A trainer-style token-in/token-out loop over one conversation per row, starting from
+    `firsts`: context += greedy completion (+EOS) + the next follow-up; each turn's results."""
+    contexts = [list(f) for f in firsts]
     history = []
     for follow in follow_ups:
         results = backend.generate_ids(

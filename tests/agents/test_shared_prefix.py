@@ -18,7 +18,11 @@ pytest.importorskip("transformers")
 
 from tomgym.agents.llm.kv_cache import SharedPrefix, plan_shared_prefixes  # noqa: E402
 
-from tests.agents.test_kv_cache import _assert_same_results, _backend  # noqa: E402
+from tests.agents.test_kv_cache import (  # noqa: E402
+    _assert_same_results,
+    _backend,
+    conversation_turns,
+)
 
 # -- the plan (no model) -----------------------------------------------------------------------
 
@@ -67,22 +71,9 @@ def _preamble(tokenizer: Any) -> list[int]:
 
 
 def _group_turns(backend: Any, firsts: list[list[int]], keys: list[Any], turns: int = 3):
-    """Token-in/token-out turns of several conversations, each context += completion (+EOS)
-    + a short follow-up."""
+    """`turns` greedy turns of each conversation, a short follow-up after each."""
     follow = backend.tokenizer("\nuser\nGo on.\nassistant\n", add_special_tokens=False)["input_ids"]
-    contexts = [list(f) for f in firsts]
-    history = []
-    for _ in range(turns):
-        results = backend.generate_ids(
-            prompt_ids=contexts, temperature=0.0, max_new_tokens=4, keys=keys
-        )
-        history.append(results)
-        eos = backend.eos_token_ids[0]
-        contexts = [
-            c + r.completion_ids + ([] if r.finished else [eos]) + follow
-            for c, r in zip(contexts, results, strict=True)
-        ]
-    return history
+    return conversation_turns(backend, firsts, [follow] * turns, keys)
 
 
 def _group_prompts(tokenizer: Any) -> list[list[int]]:

@@ -304,8 +304,9 @@ class TrainingSession:
         metrics.update(resampling)
         metrics["time/generate_s"] = self.trainable.generate_seconds
         metrics["rollout/generate_calls"] = float(self.trainable.generate_calls)
-        for key in ("prefill_tokens", "reused_tokens"):
-            metrics[f"rollout/{key}"] = float(cache[key] - before[key])
+        for key in ("prefill_tokens", "reused_tokens", "shared_prefix_tokens"):
+            if key in cache:  # vLLM reports no shared prefixes (its own prefix cache)
+                metrics[f"rollout/{key}"] = float(cache[key] - before[key])
         metrics["rollout/peak_cached_tokens"] = float(cache["peak_cached_tokens"])  # run's peak
         for key, name in (("prefill_seconds", "prefill_s"), ("decode_seconds", "decode_s")):
             if key in cache:  # the transformers engine's split; vLLM does not report one

@@ -64,60 +64,43 @@ def _compare(tiny, env_id, agent, opponents, env_config, games, temperature=0.0)
     return stats
 
 
-def test_tomsb_rollout_cached_equals_uncached(tiny) -> None:
+def _compare_tomsb(tiny, options: dict[str, Any], games: list[tuple[str, int]], **kwargs):
+    """`_compare` on TOM-SB games of one training row (`options`), the defender trained
+    against the scripted base attacker; `games` are (game id, seed)."""
     from tomgym.agents.tomsb_policies import make_scripted_tomsb_policy
     from tomgym.training.rl.episodes import GameRow
     from tomgym.training.rl.opponents import ResilientPolicy
 
-    row = GameRow(0, {"prior_level": 1, "attacker": "base"}, 5, "base")
-    _compare(
+    row = GameRow(0, options, 5, "base")
+    return _compare(
         tiny,
         "tomgym/tomsb-v0",
         "defender_0",
         lambda: {"attacker_0": ResilientPolicy(make_scripted_tomsb_policy("base"))},
         {"max_attacker_turns": 3, "max_retries": 0},
-        [("t0", row, 5), ("t1", row, 6)],
+        [(game, row, seed) for game, seed in games],
+        **kwargs,
     )
+
+
+def test_tomsb_rollout_cached_equals_uncached(tiny) -> None:
+    _compare_tomsb(tiny, {"prior_level": 1, "attacker": "base"}, [("t0", 5), ("t1", 6)])
 
 
 def test_tomsb_group_rollout_shares_its_first_prompt(tiny) -> None:
     """Two games of one scenario (a Dr. GRPO group): their common first prompt is prefilled
     once, and the recorded tokens and log-probs still equal full re-encoding."""
-    from tomgym.agents.tomsb_policies import make_scripted_tomsb_policy
     from tomgym.envs.tomsb.benchmark import load_benchmark
-    from tomgym.training.rl.episodes import GameRow
-    from tomgym.training.rl.opponents import ResilientPolicy
 
     scenario = load_benchmark().filter(split="train", prior_level=1)[0].scenario_id
-    row = GameRow(0, {"scenario": scenario, "attacker": "base"}, 5, "base")
-    stats = _compare(
-        tiny,
-        "tomgym/tomsb-v0",
-        "defender_0",
-        lambda: {"attacker_0": ResilientPolicy(make_scripted_tomsb_policy("base"))},
-        {"max_attacker_turns": 3, "max_retries": 0},
-        [("t0", row, 5), ("t1", row, 6)],
-    )
+    stats = _compare_tomsb(tiny, {"scenario": scenario, "attacker": "base"}, [("t0", 5), ("t1", 6)])
     assert stats["shared_prefix_hits"] == 2 and stats["prefixes_cached"] == 1
     assert stats["shared_prefix_tokens"] > 300  # the rules and the universe
 
 
 def test_tomsb_sampled_rollout_cached_equals_uncached(tiny) -> None:
     """One game at a time, so both paths draw the same random numbers in the same order."""
-    from tomgym.agents.tomsb_policies import make_scripted_tomsb_policy
-    from tomgym.training.rl.episodes import GameRow
-    from tomgym.training.rl.opponents import ResilientPolicy
-
-    row = GameRow(0, {"prior_level": 1, "attacker": "base"}, 5, "base")
-    _compare(
-        tiny,
-        "tomgym/tomsb-v0",
-        "defender_0",
-        lambda: {"attacker_0": ResilientPolicy(make_scripted_tomsb_policy("base"))},
-        {"max_attacker_turns": 3, "max_retries": 0},
-        [("s0", row, 5)],
-        temperature=0.7,
-    )
+    _compare_tomsb(tiny, {"prior_level": 1, "attacker": "base"}, [("s0", 5)], temperature=0.7)
 
 
 def test_decrypto_rollout_cached_equals_uncached(tiny) -> None:
@@ -215,4 +198,6 @@ def test_no_cache_survives_into_an_optimisation_step(
     assert session.kv_store.stats.invalidations >= 2
     logs = [h for h in trainer.state.log_history if "rollout/reused_tokens" in h]
     assert len(logs) == 2 and all(h["rollout/reused_tokens"] > 0 for h in logs)
+    # A group's games play one scenario: their first prompt was prefilled once.
+    assert all(h["rollout/shared_prefix_tokens"] > 0 for h in logs)
     assert all(h["debug/logprob_deviation_max"] < LOGPROB_TOLERANCE for h in logs)
