@@ -326,13 +326,27 @@ class KVCacheStore:
                 e.token_ids for k, e in self._entries.items() if not isinstance(k, SharedPrefix)
             ]
             for ids in list(self.prefixes()):
-                if not any(len(t) > len(ids) and tuple(t[: len(ids)]) == ids for t in alive):
+                if not any(len(t) > len(ids) and starts_with(t, ids) for t in alive):
                     self.take(SharedPrefix(ids))
         return len(doomed)
 
     def clear(self) -> None:
         self._entries.clear()
         self.cached_tokens = 0
+
+
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading token ids `a` and `b` have in common."""
+    shared = min(len(a), len(b))
+    n = 0
+    while n < shared and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def starts_with(ids: Sequence[int], prefix: tuple[int, ...]) -> bool:
+    """Whether `ids` begins with every token of `prefix`."""
+    return len(ids) >= len(prefix) and tuple(ids[: len(prefix)]) == prefix
 
 
 def plan_shared_prefixes(
@@ -347,22 +361,13 @@ def plan_shared_prefixes(
     compressed trie: the common prefixes of neighbours in sorted order.
     """
 
-    def common(a: Sequence[int], b: Sequence[int]) -> int:
-        n = 0
-        for x, y in zip(a, b, strict=False):
-            if x != y:
-                break
-            n += 1
-        return n
-
     usable = [list(p[: len(p) - 1]) for p in prompts]
     known = [tuple(k) for k in known]
-    starts = [
-        max((len(k) for k in known if len(k) <= len(u) and tuple(u[: len(k)]) == k), default=0)
-        for u in usable
-    ]
+    starts = [max((len(k) for k in known if starts_with(u, k)), default=0) for u in usable]
     order = sorted(range(len(usable)), key=lambda i: usable[i])
-    shared = [common(usable[a], usable[b]) for a, b in zip(order, order[1:], strict=False)]
+    shared = [
+        common_prefix_length(usable[a], usable[b]) for a, b in zip(order, order[1:], strict=False)
+    ]
     planned: list[tuple[int, ...]] = []
 
     def visit(lo: int, hi: int, base: int) -> None:
@@ -589,14 +594,18 @@ def _constrained(
 @dataclass
 class _Prefilled:
     """A batch after its prompts were fed: the cache, its mask, the last position's logits, and
-    per row the cached length it started from and the ids fed; `past_width` = longest past."""
+    per row the cached length it started from and the ids fed."""
 
     cache: DynamicCache
     mask: torch.Tensor
     logits: torch.Tensor
     past_lens: list[int]
     new_ids: list[list[int]]
-    past_width: int
+
+    @property
+    def past_width(self) -> int:
+        """The longest past: the batch columns before every row's new tokens."""
+        return max(self.past_lens)
 
 
 class CachedGenerator:
@@ -738,12 +747,8 @@ class CachedGenerator:
         entry = self.store.take(key)
         if entry is None:
             return None
-        cached = entry.token_ids
-        shared = min(len(cached), len(prompt))
-        common = 0
-        while common < shared and cached[common] == prompt[common]:
-            common += 1
-        if common < shared:
+        common = common_prefix_length(entry.token_ids, prompt)
+        if common < min(len(entry), len(prompt)):
             # The new prompt rewrote part of what was cached (re-rendered history).
             self.stats.prefix_mismatches += 1
         # At least one prompt token must be fed: its logits start the completion.
@@ -776,7 +781,7 @@ class CachedGenerator:
             best = None
             for prefix in available:
                 longer = len(prefix) < below and (best is None or len(prefix) > len(best))
-                if longer and tuple(ids[: len(prefix)]) == prefix:
+                if longer and starts_with(ids, prefix):
                     best = prefix
             return best
 
@@ -784,7 +789,7 @@ class CachedGenerator:
             # A prefix runs once the planned prefixes it extends exist (nested ones wait).
             ready = [
                 p for p in planned
-                if not any(len(q) < len(p) and p[: len(q)] == q for q in planned)
+                if not any(len(q) < len(p) and starts_with(p, q) for q in planned)
             ]  # fmt: skip
             planned = [p for p in planned if p not in ready]
             parents = [longest(p, len(p)) for p in ready]
@@ -890,7 +895,7 @@ class CachedGenerator:
         if logits.device.type == "cuda":
             torch.cuda.synchronize(logits.device)
         self.stats.prefill_seconds += time.perf_counter() - started
-        return _Prefilled(cache, mask, logits, past_lens, new_ids, max(past_lens))
+        return _Prefilled(cache, mask, logits, past_lens, new_ids)
 
     def _run(
         self,
