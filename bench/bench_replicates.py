@@ -18,11 +18,18 @@ replicate-game pairs; `clusters` the scenarios resampled); `by_seed`: each repli
 paired differences, loss reasons, per-step train reward and sampled fooled share, and Dr. GRPO
 seconds; `wall_seconds`.
 
-    python -m bench.bench_replicates [--grpo-seeds 0 1 2] [the options of bench.bench_learning]
+With `--soup`, the replicates' adapters are also averaged into one (OUT/soup: the mean of their
+weight changes, exact, `tomgym.training.rl.weight_averaging`), scored greedily on the same games
+(OUT/soup_eval), and reported under `soup`: its `fooled_rate`, `tom_accuracy`, loss reasons,
+`soup_minus_warmstart_fooled` / `_tom` (paired by game) and its policy spec. One model, not a
+mean over models: what a user who trains the replicates would ship.
+
+    python -m bench.bench_replicates [--grpo-seeds 0 1 2] [--soup] [the options of bench.bench_learning]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import sys
@@ -55,6 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     parser = build_parser(__doc__)
+    parser.add_argument(
+        "--soup",
+        action="store_true",
+        help="also average the replicates' adapters into one model and score it (report 'soup')",
+    )
     parser.add_argument(
         "--grpo-seeds",
         type=int,
@@ -99,10 +111,55 @@ def main(argv: list[str] | None = None) -> int:
         seed: {key: run.get(key) for key in PER_SEED} for seed, run in reports.items()
     }
     report["policy_specs"] = {seed: run["policy_specs"]["grpo"] for seed, run in reports.items()}
+    if args.soup:
+        report["soup"] = soup_report(args, cfg, out, before["warmstart"])
     report["wall_seconds"] = time.perf_counter() - started
     (out / "bench_replicates.json").write_text(json.dumps(report, indent=2, default=str))
     print(json.dumps(report, default=str))
     return 0
+
+
+def soup_report(
+    args: argparse.Namespace, cfg: Any, out: Path, warmstart: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """Average the replicates' adapters (OUT/soup), score the average greedily on the benchmark's
+    games (OUT/soup_eval) and pair it with the warm start's same games."""
+    from tomgym.training.eval.loss_reasons import count_reasons
+    from tomgym.training.rl.learning import (
+        LOSS_REASON,
+        PAIRED,
+        grpo_minus,
+        score_stage,
+        stage_folder,
+        stage_means,
+        stage_spec,
+        warm_start,
+    )
+    from tomgym.training.rl.weight_averaging import average_adapters
+
+    ws_model, _ = warm_start(cfg, Path(args.warmstart))
+    adapters = [out / f"seed_{seed}" / "grpo" / "final" for seed in args.grpo_seeds]
+    soup = average_adapters(adapters, ws_model, out / "soup")
+    spec = stage_spec(ws_model, cfg, adapter=str(soup))
+    scores = score_stage(
+        spec,
+        cfg,
+        args.eval_games,
+        out / "soup_eval" / stage_folder("grpo", cfg, args.eval_episodes),
+        episodes=args.eval_episodes,
+    )
+    means = stage_means(scores)
+    report: dict[str, Any] = {
+        "fooled_rate": means["fooling"],
+        "tom_accuracy": means["tom"],
+        "loss_reasons": count_reasons(scores[LOSS_REASON].values()),
+        "policy_spec": spec,
+    }
+    for label in PAIRED:
+        report[f"soup_minus_warmstart_{label}"] = grpo_minus(
+            {"grpo": scores, "warmstart": warmstart}, "warmstart", label
+        )
+    return report
 
 
 if __name__ == "__main__":

@@ -273,10 +273,24 @@ def test_bench_replicates_pools_each_seeds_grpo_run_from_one_warm_start(
     assert (out / "bench_replicates.json").is_file()
     first = json.loads((out / "seed_3" / "bench_learning.json").read_text())
     assert report["machine"] == first["machine"]  # measured once, before any stage ran
-    # A rerun trains nothing again: every replicate's stages are read back.
+    assert "soup" not in report
+    # A rerun trains nothing again: every replicate's stages are read back; with --soup the
+    # replicates' adapters are averaged into one model, scored on the same games.
     trained = (out / "seed_3" / "grpo" / "train_config.json").stat().st_mtime_ns
-    assert main(argv) == 0
-    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["by_seed"] == json.loads(
-        json.dumps(report["by_seed"])
-    )
+    assert main([*argv, "--soup"]) == 0
+    again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert again["by_seed"] == json.loads(json.dumps(report["by_seed"]))
     assert (out / "seed_3" / "grpo" / "train_config.json").stat().st_mtime_ns == trained
+    soup = again["soup"]
+    averaged = json.loads((out / "soup" / "soup.json").read_text())
+    assert averaged["adapters"] == [
+        str((out / f"seed_{seed}" / "grpo" / "final").resolve()) for seed in (3, 4)
+    ]
+    assert averaged["weights"] == [0.5, 0.5]
+    assert f"adapter={out / 'soup'}" in soup["policy_spec"]
+    assert soup["soup_minus_warmstart_fooled"]["n"] == report["eval_games"]
+    assert sum(soup["loss_reasons"].values()) == report["eval_games"]
+    assert soup["loss_reasons"]["fooled"] == round(soup["fooled_rate"] * report["eval_games"])
+    assert soup["soup_minus_warmstart_fooled"]["mean"] == pytest.approx(
+        soup["fooled_rate"] - report["fooled_rate"]["warmstart"]
+    )
