@@ -2,8 +2,10 @@
 
 Replicates of one Dr. GRPO setting, each with its own training seed, share what the reward
 teaches and differ in what their few sampled episodes happened to push: averaging their weight
-changes keeps the first and shrinks the second (model soups, Wortsman et al. 2022; for RL
-fine-tuned policies, WARP, Ramé et al. 2024). For LoRA the average of the weight changes
+changes is meant to keep the first and shrink the second (model soups, Wortsman et al. 2022; for
+RL fine-tuned policies, WARP, Ramé et al. 2024). Measured with the bundled 135M model (README,
+"Does Dr. GRPO make a better double agent?"), the average of three guided replicates moved no
+held-out game: their shared part was too small to flip a greedy decision. For LoRA the average of the weight changes
 `mean_i(s_i B_i A_i)` is exact as one adapter of rank `sum_i r_i`: the A matrices stacked (each
 scaled by its weight and LoRA scaling), the B matrices side by side, scaling 1 (PEFT's
 `add_weighted_adapter(..., combination_type="cat")`). The result loads like any adapter
