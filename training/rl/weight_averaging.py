@@ -24,15 +24,15 @@ SOUP_FILE = "soup.json"
 """Written beside the averaged adapter: the adapters and weights it averages."""
 
 
-def _adapter_base(adapter: Path) -> str | None:
+def _adapter_config(adapter: Path) -> dict[str, object]:
     config = adapter / ADAPTER_CONFIG
     if not config.is_file():
         raise FileNotFoundError(f"{adapter} is not a PEFT adapter folder (no {ADAPTER_CONFIG})")
-    return json.loads(config.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    return json.loads(config.read_text(encoding="utf-8"))
 
 
 def _comparable(value: object) -> str:
-    # PEFT keeps target modules as a set: its order is not part of the config.
+    # A list of target modules is a set to PEFT: its order is not part of the config.
     if isinstance(value, set | frozenset | list | tuple):
         return repr(sorted(map(str, value)))
     return repr(value)
@@ -61,11 +61,19 @@ def average_adapters(
     weights = [1.0 / len(paths)] * len(paths) if weights is None else [float(w) for w in weights]
     if len(weights) != len(paths) or not all(math.isfinite(w) for w in weights):
         raise ValueError(f"need one finite weight per adapter, got {weights} for {len(paths)}")
-    bases = {str(Path(b).resolve()) if b else None for b in map(_adapter_base, paths)}
+    # Checked on the adapters' configs, before any model is loaded.
+    configs = [_adapter_config(p) for p in paths]
+    bases = {
+        str(Path(b).resolve()) if b else None
+        for b in (c.get("base_model_name_or_path") for c in configs)
+    }
     if len(bases) > 1:
         raise ValueError(
             f"the adapters were trained on different models: {sorted(map(str, bases))}"
         )
+    for field in ("target_modules", "use_rslora", "use_dora", "modules_to_save"):
+        if len({_comparable(c.get(field)) for c in configs}) > 1:
+            raise ValueError(f"the adapters differ in {field}: cannot average them exactly")
     out = Path(out)
     record = {"adapters": [str(p.resolve()) for p in paths], "weights": weights}
     if (out / SOUP_FILE).is_file():
@@ -81,10 +89,6 @@ def average_adapters(
     peft_model = PeftModel.from_pretrained(model, str(paths[0]), adapter_name=names[0])
     for name, path in zip(names[1:], paths[1:], strict=True):
         peft_model.load_adapter(str(path), adapter_name=name)
-    configs = [peft_model.peft_config[name] for name in names]
-    for field in ("target_modules", "use_rslora", "use_dora", "modules_to_save"):
-        if len({_comparable(getattr(c, field, None)) for c in configs}) > 1:
-            raise ValueError(f"the adapters differ in {field}: cannot average them exactly")
     peft_model.add_weighted_adapter(names, weights, "default", combination_type="cat")
     peft_model.set_adapter("default")
     for name in names:
