@@ -2,7 +2,7 @@
 
 Everything runs through the project's own machinery (`tomgym.training.rl.learning`), on
 `training/configs/cpu_demo.yaml`'s game (TOM-SB, the bundled SmolLM2-135M-Instruct as defender,
-the scripted base attacker, prior level 2, 5 attacker turns, the `compact_decoys` prompt):
+the scripted base attacker, prior level 2, 5 attacker turns, the `compact_path` prompt):
 
   1. warm start: `tomgym train CONFIG --warmstart-only` (SFT on the scripted ToM-heuristic
      defender's games, LoRA merged). Cached: it runs only when `--warmstart` holds no finished

@@ -28,6 +28,16 @@ defender chooses from. The universe already holds them; a 135M model does not fi
 tree by itself (issue 13: warm-started on the teacher's games with "compact", it named the true
 leaf or a name from the wrong level in every sampled game), so this variant lays them out.
 
+Path only (variant "compact_path"): "compact_decoys" without the universe tree: the true path and
+the decoy lines, no other name. Warm-started on "compact_decoys", the model still named a
+universe name from another branch of the tree in most of its lost held-out games (issue 13:
+"edge-search-01", a cluster under another region, where the decoys under the true region were
+listed two lines below), so this variant leaves out the names a tree-consistent lie at the last
+unknown level never needs. It is complete for an attacker that knows every level but the last
+(prior level = depth - 1, the CPU learning setting); a lie at a higher level must go on under the
+wrong value, with names this briefing does not give, so use "compact_decoys" at lower prior
+levels.
+
 Versions: transcripts record both `PROMPT_VERSION` and the variant (`infos["prompt_version"]`,
 `infos["prompt_variant"]`). Adding a variant leaves every existing variant's text as it was, so
 it does not bump the version; changing any existing text (the compact variant's included) does.
@@ -103,7 +113,9 @@ DEFENDER_COMPACT_PROMPTS: dict[str, str] = {
 }
 # Same text; the briefing also lists the decoys (see `_compact_defender_briefing`).
 DEFENDER_COMPACT_PROMPTS["compact_decoys"] = DEFENDER_COMPACT_PROMPTS["compact"]
-DECOY_VARIANTS = frozenset({"compact_decoys"})
+DEFENDER_COMPACT_PROMPTS["compact_path"] = DEFENDER_COMPACT_PROMPTS["compact"]
+DECOY_VARIANTS = frozenset({"compact_decoys", "compact_path"})
+TREELESS_VARIANTS = frozenset({"compact_path"})
 COMPACT_REMINDER = "Answer with the JSON object."
 
 # Baselines last: the CLI help calls the last three the paper's prompted baselines.
@@ -191,7 +203,9 @@ def defender_briefing(scenario_json: str, variant: str = "default") -> str:
     """The defender's first-turn briefing from its view JSON (`protocol.defender_view`)."""
     if is_compact(variant):
         return _compact_defender_briefing(
-            json.loads(scenario_json), decoys=variant in DECOY_VARIANTS
+            json.loads(scenario_json),
+            decoys=variant in DECOY_VARIANTS,
+            tree=variant not in TREELESS_VARIANTS,
         )
     return (
         "Private information (only you see it): universe, the true path"
@@ -226,16 +240,15 @@ def decoy_lines(universe: Universe, truth: Sequence[str]) -> list[str]:
     return lines
 
 
-def _compact_defender_briefing(view: Mapping[str, Any], *, decoys: bool = False) -> str:
+def _compact_defender_briefing(
+    view: Mapping[str, Any], *, decoys: bool = False, tree: bool = True
+) -> str:
     levels = list(view["hierarchy"])
     universe = Universe.from_dict(view["universe"], levels)
     truth = view["ground_truth"]
     path = [str(truth[level]) for level in levels]
-    lines = [
-        "Private. Universe:",
-        universe_tree(universe),
-        "True path: " + " > ".join(path),
-    ]
+    lines = ["Private. Universe:", universe_tree(universe)] if tree else ["Private."]
+    lines.append("True path: " + " > ".join(path))
     if decoys:
         lines += ["Wrong values beside the true path:", *decoy_lines(universe, path)]
     prior = view.get("attacker_prior")

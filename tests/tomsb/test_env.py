@@ -456,7 +456,7 @@ def test_attacker_variant_and_prompt_variant_options() -> None:
     for variant in DEFENDER_PROMPT_VARIANTS:
         env.reset(options={"prompt_variant": variant, "attacker": "bluffing"})
         env.step(AdoptingAttacker()(env.observe(ATTACKER)))
-        # Every variant reads differently: its system prompt or its briefing (compact_decoys).
+        # Every variant reads differently: its system prompt or its briefing (the decoy layouts).
         observation = env.observe(DEFENDER)
         systems.add((observation["system"], observation["message"]))
     assert len(systems) == len(DEFENDER_PROMPT_VARIANTS)

@@ -16,7 +16,7 @@ from tomgym.envs.tomsb.benchmark import load_benchmark
 from tomgym.envs.tomsb.env import ATTACKER, DEFENDER, raw_env
 from tomgym.envs.tomsb.parsing import parse_defender
 from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS
-from tomgym.envs.tomsb.universe import Scenario
+from tomgym.envs.tomsb.universe import DEPTH, Scenario
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -144,6 +144,22 @@ def test_decoy_briefing_lists_the_wrong_values_under_the_true_parent(validation)
     assert prompts.is_compact("compact_decoys")
 
 
+def test_path_briefing_is_the_decoy_briefing_without_the_tree(validation) -> None:
+    scenario = validation[0]
+    universe, truth = scenario.universe, list(scenario.ground_truth)
+    with_tree = play(scenario, "compact_decoys")[DEFENDER][0]["message"]
+    path_only = play(scenario, "compact_path")[DEFENDER][0]["message"]
+    tree = prompts.universe_tree(universe)
+    assert tree in with_tree and path_only == with_tree.replace(" Universe:\n" + tree, "", 1)
+    # The only names left: the true path and the decoys under its parents.
+    briefing = path_only.split("\n\n")[0]
+    allowed = set(truth) | set(universe.roots)
+    allowed |= {name for parent in truth[:-1] for name in universe.children[parent]}
+    named = {n for depth in range(DEPTH) for n in universe.nodes(depth) if n in briefing}
+    assert named and named <= allowed, named - allowed
+    assert prompts.is_compact("compact_path")
+
+
 def test_scripted_answers_parse_under_compact(validation) -> None:
     scenario = validation[3]
     for obs in play(scenario, "compact")[DEFENDER]:
@@ -161,9 +177,9 @@ def test_behaviour_matrix_is_the_same_under_compact(validation) -> None:
     # layout: every episode must end the same way after the same number of turns.
     runs = {
         v: run_matrix(validation, ["tom_heuristic"], ATTACKER_VARIANTS, prompt_variant=v)
-        for v in ("default", "compact", "compact_decoys")
+        for v in ("default", "compact", "compact_decoys", "compact_path")
     }
-    assert runs["compact"] == runs["default"] == runs["compact_decoys"]
+    assert runs["compact"] == runs["default"] == runs["compact_decoys"] == runs["compact_path"]
     fooled = sum(r.outcome == "fooled" for r in runs["compact"]["tom_heuristic"]["base"])
     assert fooled == len(validation)  # the reference numbers: tom_heuristic fools base 1.00
 
