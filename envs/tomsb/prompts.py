@@ -111,7 +111,8 @@ DEFENDER_COMPACT_PROMPTS: dict[str, str] = {
     "Answer each turn with JSON only; attacker_belief_about_target is what {attacker} knew "
     "before this talk (null = unknown); only the reply reaches {attacker}:\n",
 }
-# Same text; the briefing also lists the decoys (see `_compact_defender_briefing`).
+# Same text; the briefing also lists the decoys, and "compact_path" leaves the tree out (see
+# `_compact_defender_briefing`).
 DEFENDER_COMPACT_PROMPTS["compact_decoys"] = DEFENDER_COMPACT_PROMPTS["compact"]
 DEFENDER_COMPACT_PROMPTS["compact_path"] = DEFENDER_COMPACT_PROMPTS["compact"]
 DECOY_VARIANTS = frozenset({"compact_decoys", "compact_path"})

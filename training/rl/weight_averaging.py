@@ -5,11 +5,11 @@ teaches and differ in what their few sampled episodes happened to push: averagin
 changes is meant to keep the first and shrink the second (model soups, Wortsman et al. 2022; for
 RL fine-tuned policies, WARP, Ramé et al. 2024). Measured with the bundled 135M model (README,
 "Does Dr. GRPO make a better double agent?"), the average of three guided replicates moved no
-held-out game: their shared part was too small to flip a greedy decision. For LoRA the average of the weight changes
-`mean_i(s_i B_i A_i)` is exact as one adapter of rank `sum_i r_i`: the A matrices stacked (each
-scaled by its weight and LoRA scaling), the B matrices side by side, scaling 1 (PEFT's
-`add_weighted_adapter(..., combination_type="cat")`). The result loads like any adapter
-(`hf:MODEL,adapter=OUT`).
+held-out game: their shared part was too small to flip a greedy decision. For LoRA the average
+of the weight changes `mean_i(s_i B_i A_i)` is exact as one adapter of rank `sum_i r_i`: the A
+matrices stacked (each scaled by its weight and LoRA scaling), the B matrices side by side,
+scaling 1 (PEFT's `add_weighted_adapter(..., combination_type="cat")`). The result loads like any
+adapter (`hf:MODEL,adapter=OUT`).
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ def _adapter_config(adapter: Path) -> dict[str, object]:
 
 
 def _comparable(value: object) -> str:
-    # A list of target modules is a set to PEFT: its order is not part of the config.
-    if isinstance(value, set | frozenset | list | tuple):
+    # A list of target modules is a set to PEFT (saved in any order): its order is not part of the
+    # config. The configs are read from JSON, so a list is the only collection they hold.
+    if isinstance(value, list):
         return repr(sorted(map(str, value)))
     return repr(value)
 
