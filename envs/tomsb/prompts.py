@@ -35,8 +35,15 @@ universe name from another branch of the tree in most of its lost held-out games
 listed two lines below), so this variant leaves out the names a tree-consistent lie at the last
 unknown level never needs. It is complete for an attacker that knows every level but the last
 (prior level = depth - 1, the CPU learning setting); a lie at a higher level must go on under the
-wrong value, with names this briefing does not give, so use "compact_decoys" at lower prior
-levels.
+wrong value, with names this briefing does not give, so use "compact_decoys" or "compact_branches" at
+lower prior levels.
+
+Branches (variant "compact_branches"): "compact_path" plus the names under each wrong value of
+the middle level (`branch_lines`): a lie that starts at the middle level must go on under the
+wrong value it named ("Chestnut Way", then a house of Chestnut Way), and "compact_path" does not
+give those names. Complete for prior levels 1 and 2 (at level 0 a lie at the top level needs the
+other top-level subtrees, the whole tree: use "compact_decoys"): the setting where the defender
+must find out how much the attacker knows, where "compact_path" covers only level 2.
 
 Versions: transcripts record both `PROMPT_VERSION` and the variant (`infos["prompt_version"]`,
 `infos["prompt_variant"]`). Adding a variant leaves every existing variant's text as it was, so
@@ -47,6 +54,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS
@@ -111,12 +119,26 @@ DEFENDER_COMPACT_PROMPTS: dict[str, str] = {
     "Answer each turn with JSON only; attacker_belief_about_target is what {attacker} knew "
     "before this talk (null = unknown); only the reply reaches {attacker}:\n",
 }
-# Same text; the briefing also lists the decoys, and "compact_path" leaves the tree out (see
-# `_compact_defender_briefing`).
-DEFENDER_COMPACT_PROMPTS["compact_decoys"] = DEFENDER_COMPACT_PROMPTS["compact"]
-DEFENDER_COMPACT_PROMPTS["compact_path"] = DEFENDER_COMPACT_PROMPTS["compact"]
-DECOY_VARIANTS = frozenset({"compact_decoys", "compact_path"})
-TREELESS_VARIANTS = frozenset({"compact_path"})
+
+
+@dataclass(frozen=True)
+class CompactLayout:
+    """What a compact variant's briefing lays out (see the module doc, one paragraph each)."""
+
+    tree: bool = True  # the whole universe as an indented tree
+    decoys: bool = False  # per level, the wrong values under the true parent (`decoy_lines`)
+    branches: bool = False  # the names under each wrong middle-level value (`branch_lines`)
+
+
+COMPACT_LAYOUTS: dict[str, CompactLayout] = {
+    "compact": CompactLayout(),
+    "compact_decoys": CompactLayout(decoys=True),
+    "compact_path": CompactLayout(tree=False, decoys=True),
+    "compact_branches": CompactLayout(tree=False, decoys=True, branches=True),
+}
+# One system prompt for every compact layout: only the briefing differs.
+for _variant in COMPACT_LAYOUTS:
+    DEFENDER_COMPACT_PROMPTS[_variant] = DEFENDER_COMPACT_PROMPTS["compact"]
 COMPACT_REMINDER = "Answer with the JSON object."
 
 # Baselines last: the CLI help calls the last three the paper's prompted baselines.
@@ -203,11 +225,7 @@ def is_compact(variant: str) -> bool:
 def defender_briefing(scenario_json: str, variant: str = "default") -> str:
     """The defender's first-turn briefing from its view JSON (`protocol.defender_view`)."""
     if is_compact(variant):
-        return _compact_defender_briefing(
-            json.loads(scenario_json),
-            decoys=variant in DECOY_VARIANTS,
-            tree=variant not in TREELESS_VARIANTS,
-        )
+        return _compact_defender_briefing(json.loads(scenario_json), COMPACT_LAYOUTS[variant])
     return (
         "Private information (only you see it): universe, the true path"
         + (", and what the attacker knew beforehand" if '"attacker_prior"' in scenario_json else "")
@@ -241,17 +259,25 @@ def decoy_lines(universe: Universe, truth: Sequence[str]) -> list[str]:
     return lines
 
 
-def _compact_defender_briefing(
-    view: Mapping[str, Any], *, decoys: bool = False, tree: bool = True
-) -> str:
+def branch_lines(universe: Universe, truth: Sequence[str]) -> list[str]:
+    """Under each wrong middle-level value (a sibling of the true one under the true top-level
+    value), its children: the names a lie started at the middle level goes on with."""
+    wrong = [name for name in universe.children[truth[0]] if name != truth[1]]
+    leaf_level = universe.levels[2]
+    return [f"- {leaf_level} under {name}: {', '.join(universe.children[name])}" for name in wrong]
+
+
+def _compact_defender_briefing(view: Mapping[str, Any], layout: CompactLayout) -> str:
     levels = list(view["hierarchy"])
     universe = Universe.from_dict(view["universe"], levels)
     truth = view["ground_truth"]
     path = [str(truth[level]) for level in levels]
-    lines = ["Private. Universe:", universe_tree(universe)] if tree else ["Private."]
+    lines = ["Private. Universe:", universe_tree(universe)] if layout.tree else ["Private."]
     lines.append("True path: " + " > ".join(path))
-    if decoys:
+    if layout.decoys:
         lines += ["Wrong values beside the true path:", *decoy_lines(universe, path)]
+    if layout.branches:
+        lines += branch_lines(universe, path)
     prior = view.get("attacker_prior")
     if prior is not None:
         known = " > ".join(str(prior[lvl]) if prior.get(lvl) else "?" for lvl in levels)

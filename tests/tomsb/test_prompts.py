@@ -160,6 +160,33 @@ def test_path_briefing_is_the_decoy_briefing_without_the_tree(validation) -> Non
     assert prompts.is_compact("compact_path")
 
 
+def test_branch_briefing_adds_the_names_under_each_wrong_middle_value(validation) -> None:
+    # At prior level 1 the teacher lies at the middle level and then names a leaf under its lie:
+    # every name it says must be in the briefing (the path-only one lacks those leaves).
+    scenario = next(s for s in validation if s.prior_level == 1)
+    universe, truth = scenario.universe, list(scenario.ground_truth)
+    path_only = play(scenario, "compact_path")[DEFENDER][0]["message"].split("\n\n")[0]
+    observed = play(scenario, "compact_branches")[DEFENDER]
+    briefing = observed[0]["message"].split("\n\n")[0]
+    wrong_middle = [n for n in universe.children[truth[0]] if n != truth[1]]
+    assert briefing == path_only + "\n" + "\n".join(
+        f"- {universe.levels[2]} under {name}: {', '.join(universe.children[name])}"
+        for name in wrong_middle
+    )
+    assert (
+        prompts.branch_lines(universe, truth)
+        == briefing.splitlines()[len(path_only.splitlines()) :]
+    )
+    policy = make_scripted_tomsb_policy("tom_heuristic")
+    said = [
+        json.loads(policy.act_batch([Turn("g", DEFENDER, obs)])[0])["reply"] for obs in observed
+    ]
+    lies = {n for depth in (1, 2) for n in universe.nodes(depth) if any(n in r for r in said)}
+    lies -= set(truth)
+    assert lies and all(name in briefing for name in lies), lies
+    assert prompts.is_compact("compact_branches")
+
+
 def test_scripted_answers_parse_under_compact(validation) -> None:
     scenario = validation[3]
     for obs in play(scenario, "compact")[DEFENDER]:
@@ -177,9 +204,9 @@ def test_behaviour_matrix_is_the_same_under_compact(validation) -> None:
     # layout: every episode must end the same way after the same number of turns.
     runs = {
         v: run_matrix(validation, ["tom_heuristic"], ATTACKER_VARIANTS, prompt_variant=v)
-        for v in ("default", "compact", "compact_decoys", "compact_path")
+        for v in ("default", *prompts.COMPACT_LAYOUTS)
     }
-    assert runs["compact"] == runs["default"] == runs["compact_decoys"] == runs["compact_path"]
+    assert all(runs[v] == runs["default"] for v in prompts.COMPACT_LAYOUTS)
     fooled = sum(r.outcome == "fooled" for r in runs["compact"]["tom_heuristic"]["base"])
     assert fooled == len(validation)  # the reference numbers: tom_heuristic fools base 1.00
 
