@@ -48,9 +48,9 @@ def average_adapters(
     """Write to `out` one LoRA adapter whose weight change is the `weights`-weighted sum (default:
     the mean) of those of `adapters`, all trained on `base_model`; returns `out`.
 
-    Raises `ValueError` for no adapters, weights of another length, or adapters of other base
-    models, target modules or LoRA variants; `FileNotFoundError` for a folder that is not an
-    adapter. An existing `out` holding the same soup is returned as it is; one holding another
+    Raises `ValueError` for no adapters, weights of another length, adapters of other base
+    models (among themselves or than `base_model`), target modules or LoRA variants;
+    `FileNotFoundError` for a folder that is not an adapter. An existing `out` holding the same soup is returned as it is; one holding another
     is refused (nothing is overwritten)."""
     import torch
     from peft import PeftModel
@@ -71,6 +71,13 @@ def average_adapters(
     if len(bases) > 1:
         raise ValueError(
             f"the adapters were trained on different models: {sorted(map(str, bases))}"
+        )
+    recorded = next(iter(bases))
+    # A relative base path recorded elsewhere may not resolve from here: checked where it does.
+    known = recorded is not None and Path(recorded).exists() and Path(base_model).exists()
+    if known and not Path(recorded).samefile(base_model):
+        raise ValueError(
+            f"the adapters were trained on {recorded}, not on the base model given: {base_model}"
         )
     for field in ("target_modules", "use_rslora", "use_dora", "modules_to_save"):
         if len({_comparable(c.get(field)) for c in configs}) > 1:

@@ -98,6 +98,9 @@ def test_average_refuses_what_it_cannot_average_exactly(tiny_model_dir: Path, tm
     (foreign / "adapter_config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match="different models"):
         average_adapters([first, foreign], tiny_model_dir, tmp_path / "z")
+    (tmp_path / "another-model").mkdir()
+    with pytest.raises(ValueError, match="not on the base model given"):
+        average_adapters([foreign], tiny_model_dir, tmp_path / "z")
 
     # An existing folder: the same average is reused, anything else is never overwritten.
     out = average_adapters([first], tiny_model_dir, tmp_path / "soup")
