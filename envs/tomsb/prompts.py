@@ -35,8 +35,8 @@ universe name from another branch of the tree in most of its lost held-out games
 listed two lines below), so this variant leaves out the names a tree-consistent lie at the last
 unknown level never needs. It is complete for an attacker that knows every level but the last
 (prior level = depth - 1, the CPU learning setting); a lie at a higher level must go on under the
-wrong value, with names this briefing does not give, so use "compact_decoys" or "compact_branches" at
-lower prior levels.
+wrong value, with names this briefing does not give, so use "compact_decoys" or
+"compact_branches" at lower prior levels.
 
 Branches (variant "compact_branches"): "compact_path" plus the names under each wrong value of
 the middle level (`branch_lines`): a lie that starts at the middle level must go on under the
@@ -137,8 +137,7 @@ COMPACT_LAYOUTS: dict[str, CompactLayout] = {
     "compact_branches": CompactLayout(tree=False, decoys=True, branches=True),
 }
 # One system prompt for every compact layout: only the briefing differs.
-for _variant in COMPACT_LAYOUTS:
-    DEFENDER_COMPACT_PROMPTS[_variant] = DEFENDER_COMPACT_PROMPTS["compact"]
+DEFENDER_COMPACT_PROMPTS.update(dict.fromkeys(COMPACT_LAYOUTS, DEFENDER_COMPACT_PROMPTS["compact"]))
 COMPACT_REMINDER = "Answer with the JSON object."
 
 # Baselines last: the CLI help calls the last three the paper's prompted baselines.

@@ -50,8 +50,8 @@ def average_adapters(
 
     Raises `ValueError` for no adapters, weights of another length, adapters of other base
     models (among themselves or than `base_model`), target modules or LoRA variants;
-    `FileNotFoundError` for a folder that is not an adapter. An existing `out` holding the same soup is returned as it is; one holding another
-    is refused (nothing is overwritten)."""
+    `FileNotFoundError` for a folder that is not an adapter. An existing `out` holding the same
+    soup is returned as it is; one holding another is refused (nothing is overwritten)."""
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
