@@ -244,26 +244,31 @@ def universe_tree(universe: Universe) -> str:
     return "\n".join(lines)
 
 
+def wrong_values(universe: Universe, truth: Sequence[str], depth: int) -> list[str]:
+    """The values of level `depth` under the true parent (the roots at depth 0), the true one
+    left out: the lies the tree allows without contradicting a prior that knows the levels
+    above."""
+    pool = universe.roots if depth == 0 else universe.children[truth[depth - 1]]
+    return [name for name in pool if name != truth[depth]]
+
+
 def decoy_lines(universe: Universe, truth: Sequence[str]) -> list[str]:
-    """Per level, the wrong values that sit under the true parent (the lies the tree allows
-    without contradicting a prior that knows the levels above)."""
+    """Per level, its `wrong_values`."""
     lines = []
     for depth, level in enumerate(universe.levels):
-        if depth == 0:
-            pool, where = list(universe.roots), ""
-        else:
-            pool, where = list(universe.children[truth[depth - 1]]), f" under {truth[depth - 1]}"
-        others = [name for name in pool if name != truth[depth]]
-        lines.append(f"- {level}{where}: {', '.join(others)}")
+        where = f" under {truth[depth - 1]}" if depth else ""
+        lines.append(f"- {level}{where}: {', '.join(wrong_values(universe, truth, depth))}")
     return lines
 
 
 def branch_lines(universe: Universe, truth: Sequence[str]) -> list[str]:
-    """Under each wrong middle-level value (a sibling of the true one under the true top-level
-    value), its children: the names a lie started at the middle level goes on with."""
-    wrong = [name for name in universe.children[truth[0]] if name != truth[1]]
+    """Under each wrong middle-level value, its children: the names a lie started at the middle
+    level goes on with."""
     leaf_level = universe.levels[2]
-    return [f"- {leaf_level} under {name}: {', '.join(universe.children[name])}" for name in wrong]
+    return [
+        f"- {leaf_level} under {name}: {', '.join(universe.children[name])}"
+        for name in wrong_values(universe, truth, 1)
+    ]
 
 
 def _compact_defender_briefing(view: Mapping[str, Any], layout: CompactLayout) -> str:
