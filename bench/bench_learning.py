@@ -31,8 +31,8 @@ under `--warmstart`, the GRPO run and its evaluation under `--out`.
 Prints one JSON object on its last stdout line (also written to OUT/bench_learning.json):
 `fooled_rate` and `tom_accuracy` per stage, paired-by-game bootstrap differences
 (`grpo_minus_warmstart_fooled`, `grpo_minus_base_fooled`, the same for ToM, each with the games
-that went `up` and `down`; the bootstrap resamples scenarios, so two games of one scenario do
-not count as independent), `loss_reasons` per stage (how its games ended: fooled, or the mistake
+that went `up` and `down`; the bootstrap resamples universes, so two games of one scenario, or
+of one universe at two prior levels, do not count as independent; `eval_universes` counts them), `loss_reasons` per stage (how its games ended: fooled, or the mistake
 each was lost on, `tomgym.training.eval.loss_reasons`), the per-step
 train reward and the sampled episodes' fooled share (`train_fooled_by_step`, whatever the
 reward; the model's episodes, the teacher's apart in `teacher_fooled_by_step`),
@@ -79,7 +79,7 @@ def build_parser(description: str | None) -> argparse.ArgumentParser:
         "--eval-episodes",
         type=int,
         default=1,
-        help="games per scenario, each with its own attacker seed (the CI resamples scenarios)",
+        help="games per scenario, each with its own attacker seed (the CI resamples universes)",
     )
     parser.add_argument(
         "--sampled-episodes",

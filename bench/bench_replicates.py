@@ -6,7 +6,7 @@ moving, one run's interval is wide, and part of what it measures is the luck of 
 training seed. This runs the same benchmark once per `--grpo-seeds` seed from one cached warm
 start (each replicate's GRPO run and evaluation in OUT/seed_S, resumable like the benchmark's
 own stages), then pairs every replicate's held-out games with the warm start's same games and
-bootstraps over scenarios, each scenario drawn with all its replicates' games
+bootstraps over universes, each drawn with all its replicates' games
 (`tomgym.training.rl.learning.pooled_minus`): the method's expected gain from this warm start,
 with an interval that covers both the training seed and the held-out game.
 
@@ -14,7 +14,7 @@ Prints one JSON object on its last stdout line (also written to OUT/bench_replic
 `grpo_seeds`; `fooled_rate` and `tom_accuracy` of the warm start, the base model, the scripted
 naive liar and the replicates' mean (`grpo`) and each replicate (`grpo_by_seed`);
 `grpo_minus_warmstart_fooled` and `grpo_minus_warmstart_tom`, pooled (`n`, `up`, `down` count
-replicate-game pairs; `clusters` the scenarios resampled); `by_seed`: each replicate's own
+replicate-game pairs; `clusters` the universes resampled); `by_seed`: each replicate's own
 paired differences, loss reasons, per-step train reward and sampled fooled share, and Dr. GRPO
 seconds; `wall_seconds`.
 

@@ -33,6 +33,23 @@ SPLITS = ("train", "validation", "test")
 PRIOR_LEVELS = (0, 1, 2)
 
 
+PRIOR_LEVEL_SUFFIX = "-p"
+"""Joins a universe id and a prior level into the id of that universe's scenario."""
+
+
+def scenario_id_for(universe_id: str, level: int) -> str:
+    """The id of `universe_id`'s scenario at prior `level` (`tomsb-{theme}-{k:03d}-p{level}`)."""
+    return f"{universe_id}{PRIOR_LEVEL_SUFFIX}{level}"
+
+
+def universe_id_of(scenario_id: str) -> str:
+    """The universe id in a scenario id written by `scenario_id_for`; any other id (a published
+    scenario's) is returned as it is, its own universe. Works on prefixed ids too
+    (`seed1/tomsb-banking-002-p2` -> `seed1/tomsb-banking-002`)."""
+    stem, suffix, level = scenario_id.rpartition(PRIOR_LEVEL_SUFFIX)
+    return stem if suffix and stem and level.isdigit() else scenario_id
+
+
 def generate_universe(theme: Theme, rng: np.random.Generator) -> Universe:
     """One validated universe of `theme`."""
     return Universe.from_dict(draw_tree(theme, rng), theme.levels)
@@ -61,7 +78,7 @@ def generate_benchmark(seed: int = 0, n_universes: int = 100) -> list[Scenario]:
         for level in PRIOR_LEVELS:
             scenarios.append(
                 Scenario(
-                    scenario_id=f"{universe_id}-p{level}",
+                    scenario_id=scenario_id_for(universe_id, level),
                     universe=universe,
                     ground_truth=truth,
                     prior_level=level,

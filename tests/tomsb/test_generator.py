@@ -23,6 +23,7 @@ from tomgym.envs.tomsb.generator import (
     generate_benchmark,
     generate_universe,
     split_by_universe,
+    universe_id_of,
     universe_key,
 )
 from tomgym.envs.tomsb.themes import (
@@ -42,6 +43,14 @@ def benchmark() -> list:
     return generate_benchmark(seed=0)
 
 
+def test_universe_id_of_strips_only_a_prior_level_suffix() -> None:
+    # Prefixed ids (bench_heldout keys games by benchmark seed) keep their prefix.
+    assert universe_id_of("seed1/tomsb-banking-002-p2") == "seed1/tomsb-banking-002"
+    # Published or hand-written ids are their own universe.
+    for own in ("example-3", "tomsb-x-p", "-p1", "step-pa", "tomsb-banking-002"):
+        assert universe_id_of(own) == own
+
+
 def test_three_hundred_valid_scenarios(benchmark: list) -> None:
     assert len(benchmark) == 300
     assert len({s.scenario_id for s in benchmark}) == 300
@@ -52,6 +61,7 @@ def test_three_hundred_valid_scenarios(benchmark: list) -> None:
         assert match["theme"] == s.theme
         assert int(match["level"]) == s.prior_level
         assert s.scenario_id.startswith(s.extra["universe_id"])
+        assert universe_id_of(s.scenario_id) == s.extra["universe_id"] == universe_key(s)
         # The universe survives a round trip through the published layout and validation.
         assert Universe.from_dict(s.universe.to_dict(), s.levels) == s.universe
         names = [n for d in range(3) for n in s.universe.nodes(d)]

@@ -23,11 +23,12 @@ game, so every stage goes through the project's own commands and is scored on id
   one per episode count, temperature and (for the model stages) set of answer constraints
   (`EVAL_FOLDER_SUFFIXES`).
 - `paired_difference(after, before, clusters)`: mean per-game difference, the games that went
-  up and down, and a 95% paired bootstrap CI that resamples scenarios when a scenario is played
-  by several attacker seeds.
+  up and down, and a 95% paired bootstrap CI that resamples clusters of correlated games; the
+  benchmark's cluster is the scenario's universe (`universes`: all its prior levels and attacker
+  seeds together).
 - `pooled_minus(replicates, before, label)`: the same over several Dr. GRPO replicates (one per
   training seed, from one warm start), each paired with the warm start's same games and
-  resampled by scenario with all its replicates' games (`bench/bench_replicates.py`);
+  resampled by universe with all its replicates' games (`bench/bench_replicates.py`);
   `read_scores(folder)` reads a finished evaluation's per-game scores back for it.
 - `step_metrics(log_history)`: the per-step train numbers of a GRPO run.
 
@@ -108,9 +109,9 @@ def paired_difference(
     """Mean of after - before over the games scored in both, how many went up and down, with a
     95% paired-bootstrap CI (`ci95`, present from two resampling units on).
 
-    `clusters` maps a game id to its scenario: games of one scenario (several attacker seeds) are
-    correlated, so the bootstrap then resamples scenarios, not games (`clusters` in the result
-    counts them)."""
+    `clusters` maps a game id to its cluster: games of one scenario (several attacker seeds) or
+    of one universe (several prior levels) are correlated, so the bootstrap then resamples
+    clusters, not games (`clusters` in the result counts them)."""
     keys = sorted(set(after) & set(before))
     diffs = np.array([after[k] - before[k] for k in keys], dtype=float)
     out: dict[str, Any] = {
@@ -387,11 +388,21 @@ def stage_rates(scores: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> dict[s
 def grpo_minus(
     scores: Mapping[str, Mapping[str, Mapping[str, Any]]], before: str, label: str
 ) -> dict[str, Any]:
-    """`paired_difference` of the "grpo" stage over `before` on `PAIRED[label]`, by scenario."""
+    """`paired_difference` of the "grpo" stage over `before` on `PAIRED[label]`, resampled by
+    universe (`universes`)."""
     metric = PAIRED[label]
     return paired_difference(
-        scores["grpo"][metric], scores[before][metric], clusters=scores["grpo"][SCENARIO]
+        scores["grpo"][metric], scores[before][metric], clusters=universes(scores["grpo"])
     )
+
+
+def universes(scores: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Each game of a `score_stage` result mapped to its scenario's universe: the bootstrap's
+    resampling unit. A universe's scenarios at several prior levels share its tree and true path,
+    so their games are not independent draws (at one prior level it is the scenario)."""
+    from tomgym.envs.tomsb.generator import universe_id_of
+
+    return {game: universe_id_of(scenario) for game, scenario in scores[SCENARIO].items()}
 
 
 def pooled_minus(
@@ -403,7 +414,7 @@ def pooled_minus(
     GRPO stage's `score_stage` scores) over one `before` stage on `PAIRED[label]`.
 
     Every replicate's game is paired with the same game of `before` (one warm start, one set of
-    held-out games), and the bootstrap resamples scenarios, each drawn with all its replicates'
+    held-out games), and the bootstrap resamples universes, each drawn with all its replicates'
     games: the interval covers the training seed and the held-out game together, i.e. the gain
     of the method from this warm start rather than of one trained model. `n`, `up` and `down`
     count (replicate, game) pairs."""
@@ -412,12 +423,13 @@ def pooled_minus(
     paired_before: dict[str, float] = {}
     clusters: dict[str, str] = {}
     for replicate, scores in replicates.items():
+        universe_of = universes(scores)
         for game, value in scores[metric].items():
             if game in before[metric]:
                 key = f"{replicate}/{game}"
                 after[key] = value
                 paired_before[key] = before[metric][game]
-                clusters[key] = scores[SCENARIO][game]
+                clusters[key] = universe_of[game]
     return paired_difference(after, paired_before, clusters=clusters)
 
 
@@ -499,6 +511,7 @@ def run_learning(
         **{flag: getattr(cfg, flag) for flag in CONSTRAINT_FLAGS},
         "eval_games": len(scores["grpo"]["fooling"]),
         "eval_scenarios": len(set(scores["grpo"][SCENARIO].values())),
+        "eval_universes": len(set(universes(scores["grpo"]).values())),
         **stage_rates({name: scores[name] for name in STAGES}),
         "loss_reasons": {
             name: count_reasons(scores[name][LOSS_REASON].values()) for name in STAGES
@@ -574,6 +587,7 @@ def sampled_comparison(
         "episodes_per_scenario": episodes,
         "eval_games": len(scores["grpo"]["fooling"]),
         "eval_scenarios": len(set(scores["grpo"][SCENARIO].values())),
+        "eval_universes": len(set(universes(scores["grpo"]).values())),
         **stage_rates(scores),
     }
     for label in PAIRED:

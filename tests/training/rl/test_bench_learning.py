@@ -71,6 +71,25 @@ def test_pooled_minus_pairs_every_replicate_with_the_one_warm_start_by_scenario(
     assert (alone["n"], alone["up"], alone["down"], alone["mean"]) == (4, 1, 0, 0.25)
 
 
+def test_games_of_one_universe_at_two_prior_levels_are_resampled_together() -> None:
+    from tomgym.training.rl.learning import SCENARIO, grpo_minus, pooled_minus
+
+    games = {
+        "g1": "tomsb-banking-000-p1",
+        "g2": "tomsb-banking-000-p2",
+        "g3": "tomsb-sports-001-p2",
+    }
+    stage = lambda fooled: {"fooling": fooled, SCENARIO: games}  # noqa: E731
+    before = stage({"g1": 0.0, "g2": 0.0, "g3": 0.0})
+    after = stage({"g1": 1.0, "g2": 1.0, "g3": 0.0})
+    one = grpo_minus({"grpo": after, "warmstart": before}, "warmstart", "fooled")
+    assert (one["n"], one["up"], one["clusters"]) == (3, 2, 2)
+    # Two universes: the bootstrap draws {+1, +1} or {0} as units, never g1 without g2.
+    assert one["ci95"] == [0.0, 1.0]
+    pooled = pooled_minus({0: after, 1: after}, before, "fooled")
+    assert (pooled["n"], pooled["clusters"]) == (6, 2)
+
+
 def test_a_belief_constraint_reaches_every_model_stage_and_its_own_folders() -> None:
     from tomgym.agents.llm.constraints import CONSTRAINT_FLAGS
     from tomgym.training.rl.learning import (
