@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         **{flag: getattr(cfg, flag) for flag in CONSTRAINT_FLAGS},
         "eval_games": first["eval_games"],
         "eval_scenarios": first["eval_scenarios"],
+        "eval_universes": first["eval_universes"],
     }
     for name, metric in (("fooled_rate", "fooling"), ("tom_accuracy", "tom")):
         rates = {stage: stage_means(scores)[metric] for stage, scores in before.items()}

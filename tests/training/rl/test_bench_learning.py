@@ -182,7 +182,7 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
     # Two scenarios, two attacker seeds each, resampled by scenario.
     diff = report["grpo_minus_warmstart_fooled"]
     assert diff["n"] == report["eval_games"] == 4
-    assert diff["clusters"] == report["eval_scenarios"] == 2
+    assert diff["clusters"] == report["eval_scenarios"] == report["eval_universes"] == 2
     # The config's shaping terms ride along with the method's outcome term.
     assert report["reward_weights"] == {"fooling": 1.0, "format": 0.5, "stepwise_tom": 0.25}
     assert len(report["train_reward_by_step"]) == len(report["frac_zero_variance_groups"]) == 1
@@ -286,7 +286,8 @@ def test_bench_replicates_pools_each_seeds_grpo_run_from_one_warm_start(
     rates = report["fooled_rate"]["grpo_by_seed"].values()
     assert report["fooled_rate"]["grpo"] == pytest.approx(sum(rates) / 2)
     pooled = report["grpo_minus_warmstart_fooled"]
-    assert pooled["n"] == 2 * report["eval_games"] and pooled["clusters"] == 2
+    assert pooled["n"] == 2 * report["eval_games"]
+    assert pooled["clusters"] == report["eval_universes"] == 2
     each = [report["by_seed"][s]["grpo_minus_warmstart_fooled"]["mean"] for s in ("3", "4")]
     assert pooled["mean"] == pytest.approx(sum(each) / 2)
     assert (out / "bench_replicates.json").is_file()
