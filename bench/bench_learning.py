@@ -32,9 +32,9 @@ Prints one JSON object on its last stdout line (also written to OUT/bench_learni
 `fooled_rate` and `tom_accuracy` per stage, paired-by-game bootstrap differences
 (`grpo_minus_warmstart_fooled`, `grpo_minus_base_fooled`, the same for ToM, each with the games
 that went `up` and `down`; the bootstrap resamples universes, so two games of one scenario, or
-of one universe at two prior levels, do not count as independent; `eval_universes` counts them), `loss_reasons` per stage (how its games ended: fooled, or the mistake
-each was lost on, `tomgym.training.eval.loss_reasons`), the per-step
-train reward and the sampled episodes' fooled share (`train_fooled_by_step`, whatever the
+of one universe at two prior levels, do not count as independent; `eval_universes` counts them),
+`loss_reasons` per stage (how its games ended: fooled, or the mistake each was lost on,
+`tomgym.training.eval.loss_reasons`), the per-step train reward and the sampled episodes' fooled share (`train_fooled_by_step`, whatever the
 reward; the model's episodes, the teacher's apart in `teacher_fooled_by_step`),
 `frac_zero_variance_groups` per step, rollout vs optimisation seconds per step, the warm
 start's wall time (and whether it was cached), the Dr. GRPO stage's seed (`grpo_seed`), whether
