@@ -34,8 +34,9 @@ Prints one JSON object on its last stdout line (also written to OUT/bench_learni
 that went `up` and `down`; the bootstrap resamples universes, so two games of one scenario, or
 of one universe at two prior levels, do not count as independent; `eval_universes` counts them),
 `loss_reasons` per stage (how its games ended: fooled, or the mistake each was lost on,
-`tomgym.training.eval.loss_reasons`), the per-step train reward and the sampled episodes' fooled share (`train_fooled_by_step`, whatever the
-reward; the model's episodes, the teacher's apart in `teacher_fooled_by_step`),
+`tomgym.training.eval.loss_reasons`), the per-step train reward and the sampled episodes'
+fooled share (`train_fooled_by_step`, whatever the reward; the model's episodes, the teacher's
+apart in `teacher_fooled_by_step`),
 `frac_zero_variance_groups` per step, rollout vs optimisation seconds per step, the warm
 start's wall time (and whether it was cached), the Dr. GRPO stage's seed (`grpo_seed`), whether
 belief values were constrained (`constrain_beliefs`: `constrain_beliefs=true` decodes them inside
