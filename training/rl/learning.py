@@ -405,6 +405,15 @@ def universes(scores: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     return {game: universe_id_of(scenario) for game, scenario in scores[SCENARIO].items()}
 
 
+def eval_counts(stage: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    """How many games, scenarios and universes (the bootstrap's units) a stage was scored on."""
+    return {
+        "eval_games": len(stage["fooling"]),
+        "eval_scenarios": len(set(stage[SCENARIO].values())),
+        "eval_universes": len(set(universes(stage).values())),
+    }
+
+
 def pooled_minus(
     replicates: Mapping[Any, Mapping[str, Mapping[str, Any]]],
     before: Mapping[str, Mapping[str, Any]],
@@ -509,9 +518,7 @@ def run_learning(
         "reward_weights": run["config"]["reward_weights"],
         "grpo_seed": run["config"].get("seed"),
         **{flag: getattr(cfg, flag) for flag in CONSTRAINT_FLAGS},
-        "eval_games": len(scores["grpo"]["fooling"]),
-        "eval_scenarios": len(set(scores["grpo"][SCENARIO].values())),
-        "eval_universes": len(set(universes(scores["grpo"]).values())),
+        **eval_counts(scores["grpo"]),
         **stage_rates({name: scores[name] for name in STAGES}),
         "loss_reasons": {
             name: count_reasons(scores[name][LOSS_REASON].values()) for name in STAGES
@@ -585,9 +592,7 @@ def sampled_comparison(
     report: dict[str, Any] = {
         "temperature": temperature,
         "episodes_per_scenario": episodes,
-        "eval_games": len(scores["grpo"]["fooling"]),
-        "eval_scenarios": len(set(scores["grpo"][SCENARIO].values())),
-        "eval_universes": len(set(universes(scores["grpo"]).values())),
+        **eval_counts(scores["grpo"]),
         **stage_rates(scores),
     }
     for label in PAIRED:

@@ -179,7 +179,8 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
     for stage, counts in report["loss_reasons"].items():
         assert sum(counts.values()) == report["eval_games"], stage
         assert counts["fooled"] == round(report["fooled_rate"][stage] * report["eval_games"])
-    # Two scenarios, two attacker seeds each, resampled by scenario.
+    # Two scenarios (one prior level: a universe each), two attacker seeds each, resampled by
+    # universe.
     diff = report["grpo_minus_warmstart_fooled"]
     assert diff["n"] == report["eval_games"] == 4
     assert diff["clusters"] == report["eval_scenarios"] == report["eval_universes"] == 2
