@@ -16,8 +16,9 @@
 5. Writes plots and the HTML transcript viewer of the trained defender's games.
 
 Every finished stage under --out is reused, so an interrupted demo continues where it stopped.
-On the 2-core development machine (`make demo` on a fresh clone, 2026-12-06): 41 minutes from
-scratch, about 22 minutes with the warm start cached (58 and 33 on a slower VM); see the README.
+On an idle 2-core machine (`make demo` on a fresh clone, 2026-12-07): 31 minutes from scratch,
+about 15 minutes with the warm start cached (about four times as long on a machine reading a
+quarter of its GFLOP/s, `python -m bench.machine`); see the README.
 """
 
 from __future__ import annotations
