@@ -37,9 +37,16 @@ Contract:
   name may end there or go on into a longer one: "Tokyo", "Tokyo to Boise"); and a token that
   would carry a word past its first 4 characters, shared with a name, and then off every name
   is banned (an `Excluded` answer: " Hills" when "Hillcrest Restaurant" is a name; "ider"
-  after "Ins" when "Inside Sales" is). Which name to say, and whether to say one, stays the
-  model's; a name only partly matched by what it writes ("Reykjavik" for "Madrid to
-  Reykjavik") or a word that leaves the name within its first 3 characters is not caught.
+  after "Ins" when "Inside Sales" is). Given the names per level, a reply that names a level
+  ("The team is ...", any level of the universe, case and underscores aside) must fill it with
+  a name of that level, from the name's first character: a capitalised word opened right after
+  "<level> is" must begin one of the level's names (the small model's commonest slip after
+  spelling: "The battalion is 23rd Armored Brigade", a brigade, which the attacker reads as a
+  lie about what it already knows); a lower-case word there ("is probably ...") stays free.
+  Which name to say, and whether to say one, stays the model's; a name only partly matched by
+  what it writes ("Reykjavik" for "Madrid to Reykjavik") or a word that leaves the name within
+  its first 3 characters is not caught, nor a wrong-level name in a reply that does not name
+  the level ("Sydney, as far as I know.").
 - `AnswerFormatConstraint` keeps the whole answer inside its role's template
   (`answer_template`, written by the protocol's own encoder `answer_defender` /
   `answer_attacker` with a marker in each slot): one JSON object, the encoder's keys in order
@@ -273,13 +280,44 @@ class ReplyNameConstraint:
     more of the universe's names, the text must continue into one of them and finish it; and a
     token that would carry a word past its first `MIN_NAME_PREFIX` characters, shared with a
     name, and then off every name ("Hills" for "Hillcrest Restaurant", "Ins" + "ider" for
-    "Inside Sales") is banned. Everything else in the reply, and everything outside it, is left
-    to the model.
+    "Inside Sales") is banned. With `names_by_level`, a name opened right after "<level> is"
+    must be one of that level's names (`_slot_answer`). Everything else in the reply, and
+    everything outside it, is left to the model.
     """
 
-    def __init__(self, table: TokenTable, names: Sequence[str]) -> None:
+    def __init__(
+        self,
+        table: TokenTable,
+        names: Sequence[str],
+        names_by_level: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
         self.table = table
         self.names = tuple(sorted({n for n in names if n and (n[0].isupper() or n[0].isdigit())}))
+        self.level_names = {
+            _level_key(level): tuple(sorted(set(level_names)))
+            for level, level_names in (names_by_level or {}).items()
+        }
+        self._level_slot = _level_slot_pattern(self.level_names)
+
+    def _slot_answer(self, reply: str) -> Sequence[int] | None:
+        """What may come next inside a level slot ("The team is <name>"): the level's names
+        only, from the name's first character; None when the reply is in no open slot."""
+        if self._level_slot is None:
+            return None
+        slots = list(self._level_slot.finditer(reply))
+        if not slots:
+            return None
+        names = self.level_names[_level_key(slots[-1].group(1))]
+        after = reply[slots[-1].end() :]
+        if after in ("", " "):  # the name's first token comes next (space-led after "is")
+            return Excluded(_off_level_openers(self.table, names, spaced=not after)) or None
+        fragment = after[1:]
+        if not after.startswith(" ") or not _starts_word(fragment, 0):
+            return None  # "is probably ...": a lower-case word, not a name
+        remainders = [n[len(fragment) :] for n in names if n.startswith(fragment)]
+        if not remainders or "" in remainders:
+            return None  # off the level's names (begun before) or a whole name: the general rule
+        return self.table.continuing(remainders, _ends_word) or None
 
     def _name_under_way(self, reply: str) -> str | None:
         """The longest end of `reply` that starts a word and is the beginning of a name."""
@@ -302,6 +340,9 @@ class ReplyNameConstraint:
         reply = text[opened[-1] :]
         if _CLOSING_QUOTE.search(reply):
             return None
+        in_slot = self._slot_answer(reply)
+        if in_slot is not None:
+            return in_slot
         fragment = self._name_under_way(reply)
         if fragment is not None:
             remainders = [n[len(fragment) :] for n in self.names if n.startswith(fragment)]
@@ -317,6 +358,44 @@ class ReplyNameConstraint:
             if word and _starts_word(reply, len(reply) - len(word)):
                 banned.update(_near_misses(self.table, self.names, word)[1])
         return Excluded(sorted(banned)) if banned else None
+
+
+def _level_key(level: str) -> str:
+    """A level as a reply writes it: lower case, words apart ("health_system": "health system")."""
+    return " ".join(level.replace("_", " ").lower().split())
+
+
+def _level_slot_pattern(level_names: Mapping[str, Sequence[str]]) -> re.Pattern[str] | None:
+    """`<level> is`, for any level with names (longest first, so "unit" never cuts a longer
+    level short); None without levels."""
+    levels = sorted((level for level, names in level_names.items() if names), key=len, reverse=True)
+    if not levels:
+        return None
+    alternatives = "|".join(r"\s+".join(map(re.escape, level.split())) for level in levels)
+    return re.compile(r"(?i)\b(" + alternatives + r")\s+is(?![\w'-])")
+
+
+@lru_cache(maxsize=1024)
+def _off_level_openers(
+    table: TokenTable, names: tuple[str, ...], *, spaced: bool
+) -> tuple[int, ...]:
+    """Tokens that would open a name-like word (a capital or a digit first) that is no beginning
+    of any of `names` and does not finish one at a word's end: space-led ones when `spaced`
+    (right after "is"), bare ones otherwise (after "is ")."""
+    banned: list[int] = []
+    for first, tokens in table.by_first.items():
+        if spaced != (first == " "):
+            continue
+        for token_id, text in tokens:
+            word = text[1:] if spaced else text
+            if not word or not (word[0].isupper() or word[0].isdigit()):
+                continue
+            if not any(
+                n.startswith(word) or (word.startswith(n) and _ends_word(word[len(n) :]))
+                for n in names
+            ):
+                banned.append(token_id)
+    return tuple(sorted(banned))
 
 
 def _starts_word(text: str, start: int) -> bool:
@@ -633,7 +712,8 @@ def answer_rules(
     """One constraint per row (None where a row has no options): the answer's format
     (`AnswerFormatConstraint`, which keeps belief values among the names by itself), else the
     belief values alone (`BeliefNameConstraint`), and/or names in the reply
-    (`ReplyNameConstraint`, over every level's names), all applying together (`AllOf`)."""
+    (`ReplyNameConstraint`, over every level's names, each level's own after "<level> is"), all
+    applying together (`AllOf`)."""
     table = token_table(tokenizer)
     rows: list[TokenConstraint | None] = []
     for option in options:
@@ -645,7 +725,7 @@ def answer_rules(
                 rules.append(BeliefNameConstraint(table, option.names))
             if replies:
                 every_name = [n for level in option.names.values() for n in level]
-                rules.append(ReplyNameConstraint(table, every_name))
+                rules.append(ReplyNameConstraint(table, every_name, option.names))
         rows.append(None if not rules else rules[0] if len(rules) == 1 else AllOf(rules))
     return rows
 

@@ -5,7 +5,8 @@ whole), sentence words and short fragments are left alone, tokens that would sta
 ("Hills" for "Hillcrest Restaurant") are banned at word starts and only there, nothing outside
 the open reply string is touched, `AllOf` hands the belief object and the reply to their own
 rules, the engine masks an `Excluded` answer, and the bundled model, sampling hot, finishes a
-name it has begun.
+name it has begun; given the names per level, a reply that names a level ("The location is")
+opens only a name of that level, and the bundled model, sampling hot, fills it with one.
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ import pytest
 from tomgym.agents.llm.constraints import (
     MIN_NAME_PREFIX,
     AllOf,
+    AnswerOptions,
     BeliefNameConstraint,
     Excluded,
     ReplyNameConstraint,
+    answer_rules,
     token_table,
 )
 from tomgym.envs.tomsb.parsing import DEFENDER_FIELDS
+from tomgym.envs.tomsb.protocol import ROLE_CODES
 
 from tests.agents.engines import uncached_engine
 
@@ -43,8 +47,26 @@ BELIEF, REPLY = DEFENDER_FIELDS[0], DEFENDER_FIELDS[3]
 OPEN = f'{{"{BELIEF}": {{"brand": null}}, "reflection": "Lie.", "{REPLY}": "'
 
 
+BY_LEVEL = {
+    "brand": ["Castillo Restaurant Group"],
+    "health_system": ["Thatcher Row"],
+    "location": ["Hillcrest Restaurant", "Lakeshore Restaurant"],
+    "route": ["Tokyo to Boise", "Tokyo to Tbilisi"],
+    "unit": ["Bellflower 2C", "Bellflower 20A"],
+}
+
+
 def _rule(tokenizer: Any) -> ReplyNameConstraint:
     return ReplyNameConstraint(token_table(tokenizer), NAMES)
+
+
+def _level_rule(tokenizer: Any) -> ReplyNameConstraint:
+    return ReplyNameConstraint(token_table(tokenizer), NAMES, BY_LEVEL)
+
+
+def _opener(tokenizer: Any, name: str, *, spaced: bool = True) -> int:
+    """The first token of `name` as the tokenizer writes it after a word ("is") or a space."""
+    return tokenizer.encode((" " if spaced else "") + name)[0]
 
 
 def _answer(tokenizer: Any, reply: str) -> Any:
@@ -172,3 +194,88 @@ def test_the_bundled_model_finishes_a_name_it_has_begun(loaded) -> None:
     for out in outs:
         text = "Hill" + tokenizer.decode(out.ids)
         assert text.startswith("Hillcrest Restaurant"), text
+
+
+@pytest.mark.parametrize(
+    ("reply", "level"),
+    [
+        ("The location is", "location"),
+        ("Yes. the LOCATION is", "location"),  # any case
+        ("The unit is", "unit"),
+        ("The health system is", "health_system"),  # a level's underscore written as a space
+        ("The brand is Castillo Restaurant Group and the route is", "route"),  # the last slot
+    ],
+)
+def test_a_named_level_opens_only_a_name_of_that_level(loaded, reply: str, level: str) -> None:
+    _, tokenizer = loaded
+    answer = _level_rule(tokenizer).allowed(tokenizer.encode(OPEN + reply))
+    assert isinstance(answer, Excluded)
+    banned = set(answer)
+    for other, names in BY_LEVEL.items():
+        for name in names:
+            assert (_opener(tokenizer, name) in banned) is (other != level), (other, name)
+    # lower-case words stay free: "is probably ...", "is not something I can share"
+    assert not {_opener(tokenizer, w) for w in ("probably", "not", "the")} & banned
+    # after "is " the name's first token is a bare one
+    after_space = _level_rule(tokenizer).allowed(tokenizer.encode(OPEN + reply + " "))
+    assert isinstance(after_space, Excluded)
+    assert _opener(tokenizer, "Tokyo", spaced=False) in set(after_space) or level == "route"
+
+
+def test_a_level_slot_under_way_continues_only_into_that_levels_names(loaded) -> None:
+    _, tokenizer = loaded
+    reply = "The location is La"
+    allowed = _level_rule(tokenizer).allowed(tokenizer.encode(OPEN + reply))
+    assert allowed and not isinstance(allowed, Excluded)
+    for text in _texts(tokenizer, allowed):
+        written = "La" + text
+        name = "Lakeshore Restaurant"
+        assert name.startswith(written) or written.startswith(name), text
+    # without the levels, "La" is shorter than a name prefix: no name is forced
+    general = _rule(tokenizer).allowed(tokenizer.encode(OPEN + reply))
+    assert general is None or isinstance(general, Excluded)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "The location is probably",  # a lower-case word after "is"
+        "The location is Hillcrest Restaurant",  # a whole name: the general rule takes over
+        "The location island",  # not the slot
+        "The city is",  # not a level of this universe
+    ],
+)
+def test_text_outside_a_level_slot_follows_the_general_rule(loaded, reply: str) -> None:
+    _, tokenizer = loaded
+    ids = tokenizer.encode(OPEN + reply)
+    assert _level_rule(tokenizer).allowed(ids) == _rule(tokenizer).allowed(ids)
+
+
+def test_the_bundled_model_fills_a_named_level_with_one_of_its_names(loaded) -> None:
+    model, tokenizer = loaded
+    engine = uncached_engine(model, tokenizer)
+    prompt = tokenizer.encode(OPEN + "The unit is")
+    rule = _level_rule(tokenizer)
+
+    class Continue:
+        def allowed(self, completion_ids: list[int]) -> Any:
+            return rule.allowed(prompt + completion_ids)
+
+    torch.manual_seed(3)
+    outs = engine.generate([prompt] * 4, max_new_tokens=16, temperature=1.5,
+                           constraints=[Continue() for _ in range(4)])  # fmt: skip
+    for out in outs:
+        text = tokenizer.decode(out.ids)
+        word = text.lstrip()
+        if word[:1].isupper() or word[:1].isdigit():
+            assert any(word.startswith(n) for n in BY_LEVEL["unit"]), text
+
+
+def test_answer_rules_give_the_reply_rule_the_names_of_each_level(loaded) -> None:
+    _, tokenizer = loaded
+    (rule,) = answer_rules(tokenizer, [AnswerOptions(ROLE_CODES[1], BY_LEVEL)], replies=True)
+    assert rule is not None
+    answer = rule.allowed(tokenizer.encode(OPEN + "The unit is"))
+    assert isinstance(answer, Excluded)
+    assert _opener(tokenizer, "Tokyo") in set(answer)
+    assert _opener(tokenizer, "Bellflower") not in set(answer)

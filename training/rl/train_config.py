@@ -324,7 +324,8 @@ class TrainConfig(BaseModel):
         "Constrained decoding of the names in a TOM-SB reply: a reply word that has become the "
         "first 4+ characters of a universe name (capitalised, not a sentence word) must finish "
         "as that name, and word starts that would share 4 characters with a name and then miss "
-        "it are banned (agents.llm.constraints.ReplyNameConstraint), in rollouts and in the "
+        "it are banned, and a name opened after '<level> is' is one of that level's names "
+        "(agents.llm.constraints.ReplyNameConstraint), in rollouts and in the "
         "learning benchmark's evaluations (policy option constrain_replies=true). Transformers "
         "rollouts only.",
     )

@@ -31,9 +31,10 @@
   trust a digit; free text only in the reflection and reply strings:
   `agents.llm.constraints.AnswerFormatConstraint`). `constrain_beliefs=True` keeps only the
   belief values inside the universe's names of their level; `constrain_replies=True` keeps the
-  universe's names that a reply writes spelled exactly (`ReplyNameConstraint`). `LLMPolicy`
-  passes each turn's role and names (`answer_options=`, read from the observation) to a
-  backend with any of them on. All off by default.
+  universe's names that a reply writes spelled exactly, and of the level it names ("The team
+  is ..."; `ReplyNameConstraint`). `LLMPolicy` passes each turn's role and names
+  (`answer_options=`, read from the observation) to a backend with any of them on. All off by
+  default.
 - `packed_linear=True` (the default) multiplies by linear weights packed once for oneDNN on CPU
   (`agents.llm.packed_linear`: the same values up to float rounding, faster; the packed copies
   take about the linear weights' memory again); `False` keeps `F.linear`, to compare.
