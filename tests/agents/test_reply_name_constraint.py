@@ -178,22 +178,26 @@ def test_the_engine_never_picks_an_excluded_token(loaded) -> None:
     assert banned.logprobs[0] <= 0.0
 
 
-def test_the_bundled_model_finishes_a_name_it_has_begun(loaded) -> None:
+def _hot_samples(loaded: Any, rule: Any, reply: str, seed: int) -> list[str]:
+    """Four continuations of `reply` by the bundled model sampling at temperature 1.5 under
+    `rule` (the reply string open, as in a defender's answer)."""
     model, tokenizer = loaded
     engine = uncached_engine(model, tokenizer)
-    prompt = tokenizer.encode(OPEN + "The location is Hill")
-    rule = _rule(tokenizer)
+    prompt = tokenizer.encode(OPEN + reply)
 
     class Continue:
         def allowed(self, completion_ids: list[int]) -> Any:
             return rule.allowed(prompt + completion_ids)
 
-    torch.manual_seed(5)
+    torch.manual_seed(seed)
     outs = engine.generate([prompt] * 4, max_new_tokens=16, temperature=1.5,
                            constraints=[Continue() for _ in range(4)])  # fmt: skip
-    for out in outs:
-        text = "Hill" + tokenizer.decode(out.ids)
-        assert text.startswith("Hillcrest Restaurant"), text
+    return [tokenizer.decode(out.ids) for out in outs]
+
+
+def test_the_bundled_model_finishes_a_name_it_has_begun(loaded) -> None:
+    for text in _hot_samples(loaded, _rule(loaded[1]), "The location is Hill", seed=5):
+        assert ("Hill" + text).startswith("Hillcrest Restaurant"), text
 
 
 @pytest.mark.parametrize(
@@ -251,24 +255,26 @@ def test_text_outside_a_level_slot_follows_the_general_rule(loaded, reply: str) 
     assert _level_rule(tokenizer).allowed(ids) == _rule(tokenizer).allowed(ids)
 
 
+class OpensCapitalised:
+    """A test constraint: the first token is a space-led capitalised word (the model must name
+    something there), every later one is free."""
+
+    def __init__(self, tokenizer: Any, prompt_length: int) -> None:
+        spaced = token_table(tokenizer).by_first[" "]
+        self.openers = sorted(t for t, text in spaced if text[1:2].isupper())
+        self.prompt_length = prompt_length
+
+    def allowed(self, completion_ids: list[int]) -> Any:
+        return self.openers if len(completion_ids) == self.prompt_length else None
+
+
 def test_the_bundled_model_fills_a_named_level_with_one_of_its_names(loaded) -> None:
-    model, tokenizer = loaded
-    engine = uncached_engine(model, tokenizer)
-    prompt = tokenizer.encode(OPEN + "The unit is")
-    rule = _level_rule(tokenizer)
-
-    class Continue:
-        def allowed(self, completion_ids: list[int]) -> Any:
-            return rule.allowed(prompt + completion_ids)
-
-    torch.manual_seed(3)
-    outs = engine.generate([prompt] * 4, max_new_tokens=16, temperature=1.5,
-                           constraints=[Continue() for _ in range(4)])  # fmt: skip
-    for out in outs:
-        text = tokenizer.decode(out.ids)
-        word = text.lstrip()
-        if word[:1].isupper() or word[:1].isdigit():
-            assert any(word.startswith(n) for n in BY_LEVEL["unit"]), text
+    _, tokenizer = loaded
+    reply = "The unit is"
+    opens = OpensCapitalised(tokenizer, len(tokenizer.encode(OPEN + reply)))
+    rule = AllOf([_level_rule(tokenizer), opens])
+    for text in _hot_samples(loaded, rule, reply, seed=3):
+        assert any(text.startswith(" " + n) for n in BY_LEVEL["unit"]), text
 
 
 def test_answer_rules_give_the_reply_rule_the_names_of_each_level(loaded) -> None:
