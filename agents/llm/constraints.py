@@ -294,7 +294,7 @@ class ReplyNameConstraint:
         self.table = table
         self.names = tuple(sorted({n for n in names if n and (n[0].isupper() or n[0].isdigit())}))
         self.level_names = {
-            _level_key(level): tuple(sorted(set(level_names)))
+            normalise_name(level): tuple(sorted(set(level_names)))
             for level, level_names in (names_by_level or {}).items()
         }
         self._level_slot = _level_slot_pattern(self.level_names)
@@ -307,16 +307,23 @@ class ReplyNameConstraint:
         slots = list(self._level_slot.finditer(reply))
         if not slots:
             return None
-        names = self.level_names[_level_key(slots[-1].group(1))]
+        names = self.level_names[normalise_name(slots[-1].group(1))]
         after = reply[slots[-1].end() :]
         if after in ("", " "):  # the name's first token comes next (space-led after "is")
             return Excluded(_off_level_openers(self.table, names, spaced=not after)) or None
         fragment = after[1:]
         if not after.startswith(" ") or not _starts_word(fragment, 0):
             return None  # "is probably ...": a lower-case word, not a name
+        # Off the level's names (begun before the slot applied) or a whole name: None, and the
+        # general rule decides.
+        return self._finish_name(fragment, names)
+
+    def _finish_name(self, fragment: str, names: Sequence[str]) -> Sequence[int] | None:
+        """Tokens that carry `fragment` on into one of the `names` it begins; None when it
+        begins none, or is already a whole name (which may end or go on into a longer one)."""
         remainders = [n[len(fragment) :] for n in names if n.startswith(fragment)]
         if not remainders or "" in remainders:
-            return None  # off the level's names (begun before) or a whole name: the general rule
+            return None
         return self.table.continuing(remainders, _ends_word) or None
 
     def _name_under_way(self, reply: str) -> str | None:
@@ -345,10 +352,7 @@ class ReplyNameConstraint:
             return in_slot
         fragment = self._name_under_way(reply)
         if fragment is not None:
-            remainders = [n[len(fragment) :] for n in self.names if n.startswith(fragment)]
-            if "" in remainders:  # a whole name is written; it may end or go on into a longer one
-                return None
-            return self.table.continuing(remainders, _ends_word) or None
+            return self._finish_name(fragment, self.names)
         spaced, bare = _near_misses(self.table, self.names, "")
         banned = set(spaced)  # a space-led token starts a new word anywhere
         if not reply or not reply[-1].isalnum():
@@ -360,13 +364,9 @@ class ReplyNameConstraint:
         return Excluded(sorted(banned)) if banned else None
 
 
-def _level_key(level: str) -> str:
-    """A level as a reply writes it: lower case, words apart ("health_system": "health system")."""
-    return " ".join(level.replace("_", " ").lower().split())
-
-
 def _level_slot_pattern(level_names: Mapping[str, Sequence[str]]) -> re.Pattern[str] | None:
-    """`<level> is`, for any level with names (longest first, so "unit" never cuts a longer
+    """`<level> is`, for any level with names (keys of `normalise_name`, its words apart:
+    "health_system" is written "health system"; longest first, so "unit" never cuts a longer
     level short); None without levels."""
     levels = sorted((level for level, names in level_names.items() if names), key=len, reverse=True)
     if not levels:
@@ -390,10 +390,7 @@ def _off_level_openers(
             word = text[1:] if spaced else text
             if not word or not (word[0].isupper() or word[0].isdigit()):
                 continue
-            if not any(
-                n.startswith(word) or (word.startswith(n) and _ends_word(word[len(n) :]))
-                for n in names
-            ):
+            if not _on_a_name(word, names):
                 banned.append(token_id)
     return tuple(sorted(banned))
 
@@ -413,14 +410,16 @@ def _last_word(text: str) -> str:
     return text[start:]
 
 
+def _on_a_name(word: str, names: Sequence[str]) -> bool:
+    """A word that begins one of `names`, or finishes one at a word's end."""
+    return any(
+        n.startswith(word) or (word.startswith(n) and _ends_word(word[len(n) :])) for n in names
+    )
+
+
 def _misses(fragment: str, names: Sequence[str]) -> bool:
     """A word that is no sentence word, no beginning of a name and no whole name."""
-    if _opens_sentence(fragment):
-        return False
-    return not any(
-        n.startswith(fragment) or (fragment.startswith(n) and _ends_word(fragment[len(n) :]))
-        for n in names
-    )
+    return not _opens_sentence(fragment) and not _on_a_name(fragment, names)
 
 
 @lru_cache(maxsize=1024)
