@@ -18,13 +18,22 @@ replicate-game pairs; `clusters` the universes resampled); `by_seed`: each repli
 paired differences, loss reasons, per-step train reward and sampled fooled share, and Dr. GRPO
 seconds; `wall_seconds`.
 
+With `--also-splits SPLIT ...` (for example `test`), the warm start and every replicate are also
+scored on those splits of the training benchmark, with the same settings and scenario count
+(each evaluation resumable: the warm start's in WARMSTART/SPLIT/, a replicate's in
+OUT/seed_S/SPLIT/), and reported under `splits`: per split, the same rates and pooled
+differences as the main report, and each replicate's own (`by_seed`). A gain measured on the
+split the settings were chosen on (the config's `eval_split`, validation) can belong to its
+games; the test split says whether it belongs to the method.
+
 With `--soup`, the replicates' adapters are also averaged into one (OUT/soup: the mean of their
 weight changes, exact, `tomgym.training.rl.weight_averaging`), scored greedily on the same games
 (OUT/soup_eval), and reported under `soup`: its `fooled_rate`, `tom_accuracy`, loss reasons,
 `soup_minus_warmstart_fooled` / `_tom` (paired by game) and its policy spec. One model, not a
 mean over models: what a user who trains the replicates would ship.
 
-    python -m bench.bench_replicates [--grpo-seeds 0 1 2] [--soup] [the options of bench.bench_learning]
+    python -m bench.bench_replicates [--grpo-seeds 0 1 2] [--also-splits test] [--soup]
+        [the options of bench.bench_learning]
 """
 
 from __future__ import annotations
@@ -53,13 +62,8 @@ PER_SEED = (
 
 def main(argv: list[str] | None = None) -> int:
     from tomgym.agents.llm.constraints import CONSTRAINT_FLAGS
-    from tomgym.training.rl.learning import (
-        PAIRED,
-        pooled_minus,
-        read_scores,
-        stage_folder,
-        stage_means,
-    )
+    from tomgym.envs.tomsb.generator import SPLITS
+    from tomgym.training.rl.learning import read_scores, stage_folder
 
     parser = build_parser(__doc__)
     parser.add_argument(
@@ -74,15 +78,27 @@ def main(argv: list[str] | None = None) -> int:
         default=[0, 1, 2],
         help="one Dr. GRPO replicate per seed, all from the one warm start",
     )
+    parser.add_argument(
+        "--also-splits",
+        nargs="+",
+        default=[],
+        metavar="SPLIT",
+        help="also score the warm start and every replicate on these splits (report 'splits')",
+    )
     args = parser.parse_args(argv)
     if len(set(args.grpo_seeds)) != len(args.grpo_seeds):
         parser.error(f"--grpo-seeds repeat: {args.grpo_seeds}")
+    cfg = load_config(args)
+    if bad := [s for s in args.also_splits if s not in SPLITS or s == cfg.eval_split]:
+        others = [s for s in SPLITS if s != cfg.eval_split]
+        parser.error(
+            f"--also-splits {bad}: choose among {others} (the benchmark scores {cfg.eval_split})"
+        )
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     out = Path(args.out or f"runs/bench_replicates/{args.reward}")
     started = time.perf_counter()
     reports = {seed: learning_report(args, seed, out / f"seed_{seed}") for seed in args.grpo_seeds}
     # The stages' per-game scores, read back from the evaluations the runs just finished.
-    cfg = load_config(args)
     before = {
         stage: read_scores(Path(args.warmstart) / stage_folder(stage, cfg, args.eval_episodes))
         for stage in ("warmstart", "base", "naive_liar")
@@ -101,6 +117,33 @@ def main(argv: list[str] | None = None) -> int:
         "eval_scenarios": first["eval_scenarios"],
         "eval_universes": first["eval_universes"],
     }
+    report.update(pooled_report(before, grpo))
+    report["by_seed"] = {
+        seed: {key: run.get(key) for key in PER_SEED} for seed, run in reports.items()
+    }
+    report["policy_specs"] = {seed: run["policy_specs"]["grpo"] for seed, run in reports.items()}
+    if args.also_splits:
+        report["splits"] = {
+            split: split_report(args, cfg, out, split, report["policy_specs"])
+            for split in args.also_splits
+        }
+    if args.soup:
+        report["soup"] = soup_report(args, cfg, out, before["warmstart"])
+    report["wall_seconds"] = time.perf_counter() - started
+    (out / "bench_replicates.json").write_text(json.dumps(report, indent=2, default=str))
+    print(json.dumps(report, default=str))
+    return 0
+
+
+def pooled_report(
+    before: dict[str, dict[str, dict[str, Any]]], grpo: dict[int, dict[str, dict[str, Any]]]
+) -> dict[str, Any]:
+    """The rates of the stages in `before` (per stage, `score_stage` scores; "warmstart" among
+    them) and of the replicates in `grpo` (per seed: their mean as "grpo", and each), and the
+    replicates' pooled differences over the warm start."""
+    from tomgym.training.rl.learning import PAIRED, pooled_minus, stage_means
+
+    report: dict[str, Any] = {}
     for name, metric in (("fooled_rate", "fooling"), ("tom_accuracy", "tom")):
         rates = {stage: stage_means(scores)[metric] for stage, scores in before.items()}
         by_seed = {seed: stage_means(scores)[metric] for seed, scores in grpo.items()}
@@ -108,16 +151,47 @@ def main(argv: list[str] | None = None) -> int:
         report[name] = {**rates, "grpo_by_seed": by_seed}
     for label in PAIRED:
         report[f"grpo_minus_warmstart_{label}"] = pooled_minus(grpo, before["warmstart"], label)
+    return report
+
+
+def split_report(
+    args: argparse.Namespace, cfg: Any, out: Path, split: str, grpo_specs: dict[int, str]
+) -> dict[str, Any]:
+    """Score the warm start (WARMSTART/SPLIT/) and each replicate's GRPO policy
+    (OUT/seed_S/SPLIT/, specs `grpo_specs`) greedily on `split`'s scenarios with the benchmark's
+    settings; their `pooled_report`, each replicate's own differences under `by_seed`."""
+    from tomgym.training.rl.learning import (
+        PAIRED,
+        pooled_minus,
+        score_stage,
+        stage_folder,
+        stage_spec,
+        warm_start,
+    )
+
+    def scored(spec: str, folder: Path, stage: str) -> dict[str, dict[str, Any]]:
+        return score_stage(
+            spec,
+            cfg,
+            args.eval_games,
+            folder / split / stage_folder(stage, cfg, args.eval_episodes),
+            episodes=args.eval_episodes,
+            split=split,
+        )
+
+    warmstart_dir = Path(args.warmstart)
+    ws_model, _ = warm_start(cfg, warmstart_dir)
+    warmstart = scored(stage_spec(ws_model, cfg), warmstart_dir, "warmstart")
+    grpo = {seed: scored(spec, out / f"seed_{seed}", "grpo") for seed, spec in grpo_specs.items()}
+    report = pooled_report({"warmstart": warmstart}, grpo)
     report["by_seed"] = {
-        seed: {key: run.get(key) for key in PER_SEED} for seed, run in reports.items()
+        seed: {
+            f"grpo_minus_warmstart_{label}": pooled_minus({seed: scores}, warmstart, label)
+            for label in PAIRED
+        }
+        for seed, scores in grpo.items()
     }
-    report["policy_specs"] = {seed: run["policy_specs"]["grpo"] for seed, run in reports.items()}
-    if args.soup:
-        report["soup"] = soup_report(args, cfg, out, before["warmstart"])
-    report["wall_seconds"] = time.perf_counter() - started
-    (out / "bench_replicates.json").write_text(json.dumps(report, indent=2, default=str))
-    print(json.dumps(report, default=str))
-    return 0
+    return report
 
 
 def soup_report(

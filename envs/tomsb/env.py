@@ -77,6 +77,7 @@ from tomgym.envs.tomsb.game import (
     DefenderMove,
     TomSBState,
 )
+from tomgym.envs.tomsb.generator import SPLITS
 from tomgym.envs.tomsb.parsing import (
     MAX_ANSWER_CHARS,
     MAX_REPLY_CHARS,
@@ -96,7 +97,6 @@ ATTACKER = "attacker_0"
 DEFENDER = "defender_0"
 AGENTS = (ATTACKER, DEFENDER)
 ROLES = {ATTACKER: "attacker", DEFENDER: "defender"}
-SPLITS = ("train", "validation", "test")
 RESET_OPTIONS = ("scenario", "split", "prior_level", "attacker", "reveal_prior", "prompt_variant")
 DEFENDER_FALLBACK_REPLY = "I'm not able to discuss that."
 MAX_PROMPT_CHARS = 120_000

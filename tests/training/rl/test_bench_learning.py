@@ -263,6 +263,8 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
 def test_bench_replicates_pools_each_seeds_grpo_run_from_one_warm_start(
     tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from tomgym.training.rl.learning import stage_folder
+
     from bench.bench_replicates import main
 
     cfg = make_config(
@@ -295,11 +297,35 @@ def test_bench_replicates_pools_each_seeds_grpo_run_from_one_warm_start(
     first = json.loads((out / "seed_3" / "bench_learning.json").read_text())
     assert report["machine"] == first["machine"]  # measured once, before any stage ran
     assert "soup" not in report
+    assert "splits" not in report
     # A rerun trains nothing again: every replicate's stages are read back; with --soup the
-    # replicates' adapters are averaged into one model, scored on the same games.
+    # replicates' adapters are averaged into one model, scored on the same games, and with
+    # --also-splits the warm start and each replicate are scored on the test split too.
     trained = (out / "seed_3" / "grpo" / "train_config.json").stat().st_mtime_ns
-    assert main([*argv, "--soup"]) == 0
+    assert main([*argv, "--soup", "--also-splits", "test"]) == 0
     again = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    test = again["splits"]["test"]
+    ws_folder, grpo_folder = (stage_folder(stage, cfg, 1) for stage in ("warmstart", "grpo"))
+    ws_test = tmp_path / "ws" / "test" / ws_folder
+    for folder in (ws_test, *(out / f"seed_{seed}" / "test" / grpo_folder for seed in (3, 4))):
+        assert yaml.safe_load((folder / "config.yaml").read_text())["split"] == "test"
+    assert test["grpo_minus_warmstart_fooled"]["n"] == 2 * report["eval_games"]
+    assert set(test["by_seed"]) == {"3", "4"}
+    for seed in ("3", "4"):
+        own = test["by_seed"][seed]["grpo_minus_warmstart_fooled"]
+        assert own["mean"] == pytest.approx(
+            test["fooled_rate"]["grpo_by_seed"][seed] - test["fooled_rate"]["warmstart"]
+        )
+    scenarios = lambda folder: {  # noqa: E731
+        json.loads(line)["options"]["scenario"]
+        for line in (folder / "games.jsonl").read_text().splitlines()
+    }
+    assert scenarios(ws_test).isdisjoint(scenarios(tmp_path / "ws" / ws_folder))
+    # The split the benchmark scores already, or none of the benchmark's: refused at once.
+    for split in ("validation", "tset"):
+        with pytest.raises(SystemExit):
+            main([*argv, "--also-splits", split])
+        assert "--also-splits" in capsys.readouterr().err
     assert again["by_seed"] == json.loads(json.dumps(report["by_seed"]))
     assert (out / "seed_3" / "grpo" / "train_config.json").stat().st_mtime_ns == trained
     soup = again["soup"]
