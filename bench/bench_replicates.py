@@ -124,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     report["policy_specs"] = {seed: run["policy_specs"]["grpo"] for seed, run in reports.items()}
     if args.also_splits:
         report["splits"] = {
-            split: split_report(args, cfg, out, split, report["policy_specs"])
+            split: split_report(
+                args, cfg, out, split, first["policy_specs"]["warmstart"], report["policy_specs"]
+            )
             for split in args.also_splits
         }
     if args.soup:
@@ -155,19 +157,18 @@ def pooled_report(
 
 
 def split_report(
-    args: argparse.Namespace, cfg: Any, out: Path, split: str, grpo_specs: dict[int, str]
+    args: argparse.Namespace,
+    cfg: Any,
+    out: Path,
+    split: str,
+    warmstart_spec: str,
+    grpo_specs: dict[int, str],
 ) -> dict[str, Any]:
-    """Score the warm start (WARMSTART/SPLIT/) and each replicate's GRPO policy
-    (OUT/seed_S/SPLIT/, specs `grpo_specs`) greedily on `split`'s scenarios with the benchmark's
-    settings; their `pooled_report`, each replicate's own differences under `by_seed`."""
-    from tomgym.training.rl.learning import (
-        PAIRED,
-        pooled_minus,
-        score_stage,
-        stage_folder,
-        stage_spec,
-        warm_start,
-    )
+    """Score the warm start (`warmstart_spec`, in WARMSTART/SPLIT/) and each replicate's GRPO
+    policy (`grpo_specs` per seed, in OUT/seed_S/SPLIT/) greedily on `split`'s scenarios with the
+    benchmark's settings; their `pooled_report`, each replicate's own differences under
+    `by_seed`. The specs are the ones the replicates' reports name."""
+    from tomgym.training.rl.learning import PAIRED, pooled_minus, score_stage, stage_folder
 
     def scored(spec: str, folder: Path, stage: str) -> dict[str, dict[str, Any]]:
         return score_stage(
@@ -179,9 +180,7 @@ def split_report(
             split=split,
         )
 
-    warmstart_dir = Path(args.warmstart)
-    ws_model, _ = warm_start(cfg, warmstart_dir)
-    warmstart = scored(stage_spec(ws_model, cfg), warmstart_dir, "warmstart")
+    warmstart = scored(warmstart_spec, Path(args.warmstart), "warmstart")
     grpo = {seed: scored(spec, out / f"seed_{seed}", "grpo") for seed, spec in grpo_specs.items()}
     report = pooled_report({"warmstart": warmstart}, grpo)
     report["by_seed"] = {
