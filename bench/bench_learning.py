@@ -26,7 +26,10 @@ Each stage's model is a policy spec (`policy_specs` in the output) that `tomgym 
 --defender SPEC` loads, so the trained defender can be evaluated on other splits and attackers.
 Stages already finished are reused, so an interrupted run continues where it stopped: the warm
 start and the evaluations that do not depend on `--reward` (base, warm start, naive liar) live
-under `--warmstart`, the GRPO run and its evaluation under `--out`.
+under `--warmstart`, the GRPO run and its evaluation under `--out`. A finished evaluation is
+reused only for the settings and the weights it was played with (the weights' fingerprint is
+stored with it): one of other weights, a model trained again into a folder whose GRPO run was
+deleted, say, is refused with the difference named.
 
 Prints one JSON object on its last stdout line (also written to OUT/bench_learning.json):
 `fooled_rate` and `tom_accuracy` per stage, paired-by-game bootstrap differences

@@ -11,7 +11,10 @@ Guarantees (each with the test that shows it, see README "Guarantees"):
   eval_decrypto, replay_decrypto ...) must equal the stored `config.yaml`, except for keys in
   `RESUME_FREE_KEYS` (they change no record); any difference is refused with a one-line diff
   (`--resume refused: env_config.max_attacker_turns 12 -> 3`) and `config.yaml` is never
-  rewritten on resume.
+  rewritten on resume. The same holds for the weights the specs load (`WEIGHTS_KEY`: the
+  `tomgym.agents.weights` fingerprints the evaluators store), so a model retrained at the same
+  path never resumes, or passes for, the old one's run; folders written before fingerprints
+  were stored, and specs whose files are gone, cannot be checked and are not refused for it.
 - Crash safety: records are appended one line at a time with flush + fsync, so a run killed at any
   moment (even SIGKILL mid-write) leaves at most one torn last line; `completed_ids` cuts it off
   before a resumed run appends, so no game is lost, duplicated or corrupted.
@@ -51,6 +54,9 @@ SUMMARY_FILE = "summary.json"
 LOCK_FILE = ".lock"
 RESUME_FREE_KEYS = frozenset({"concurrency"})
 """Top-level config keys a resume may change: how many games run at once changes no record."""
+WEIGHTS_KEY = "weights"
+"""Top-level config key of `{slot: weights fingerprint}`; per slot, compared only where both
+configs hold one (an older folder, or a model deleted since, has nothing to compare)."""
 
 
 class RunFolderError(RuntimeError):
@@ -86,10 +92,13 @@ def config_diff(
     old: Mapping[str, Any], new: Mapping[str, Any], free: frozenset[str] = RESUME_FREE_KEYS
 ) -> list[str]:
     """`key old -> new` for every leaf setting that differs (`unset` for a missing one), in the
-    new config's order; top-level keys in `free` are not compared."""
+    new config's order; top-level keys in `free` are not compared, and a `WEIGHTS_KEY` slot only
+    where both configs fingerprint it."""
     flat_old = _flatten({k: v for k, v in old.items() if k not in free})
     flat_new = _flatten({k: v for k, v in new.items() if k not in free})
+    weights = f"{WEIGHTS_KEY}."
     keys = list(flat_new) + [k for k in flat_old if k not in flat_new]
+    keys = [k for k in keys if not k.startswith(weights) or (k in flat_old and k in flat_new)]
     unset = object()
     diffs = []
     for key in keys:

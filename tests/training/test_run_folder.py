@@ -137,6 +137,47 @@ def test_config_diff_reports_each_leaf() -> None:
     ]
 
 
+def test_config_diff_compares_weights_only_where_both_configs_hold_them() -> None:
+    old = {"defender": "hf:m", "weights": {"defender": "sha256:aa"}}
+    assert config_diff(old, {**old, "weights": {"defender": "sha256:bb"}}) == [
+        'weights.defender "sha256:aa" -> "sha256:bb"'
+    ]
+    # A folder written before fingerprints were stored, or a model deleted since: unchecked.
+    assert config_diff({"defender": "hf:m"}, old) == []
+    assert config_diff(old, {"defender": "hf:m"}) == []
+    assert config_diff(old, {**old, "weights": {"base": "sha256:cc"}}) == []
+
+
+def test_resume_refuses_a_model_retrained_at_the_same_path(tmp_path: Path) -> None:
+    from tomgym.agents.policies import make_policy
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"first")
+    spec = f"hf:{model},temperature=0"
+    # The games are the naive liar's: what is checked is the stored fingerprint, not the play.
+    kwargs = {
+        "attackers": ["base"], "episodes_per_scenario": 1, "seeds": 1, "max_scenarios": 2,
+        "concurrency": 1, "policy_factory": lambda s, seed: make_policy(
+            "scripted:naive" if s == spec else s, seed=seed
+        ),
+    }  # fmt: skip
+    out = tmp_path / "eval"
+    evaluate_tomsb(spec, out_dir=out, **kwargs)
+    stored = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8"))
+    assert set(stored["weights"]) == {"defender"}  # the scripted attacker loads no file
+    evaluate_tomsb(spec, out_dir=out, resume=True, **kwargs)  # the same weights resume
+    (model / "model.safetensors").write_bytes(b"again")
+    games = (out / "games.jsonl").read_bytes()
+    with pytest.raises(RunFolderError, match=r"--resume refused: weights\.defender "):
+        evaluate_tomsb(spec, out_dir=out, resume=True, **kwargs)
+    assert (out / "games.jsonl").read_bytes() == games
+    # A folder written before fingerprints were stored resumes as it did.
+    del stored["weights"]
+    (out / "config.yaml").write_text(yaml.safe_dump(stored, sort_keys=False), encoding="utf-8")
+    evaluate_tomsb(spec, out_dir=out, resume=True, **kwargs)
+
+
 def test_resume_refuses_another_run_kind(tmp_path: Path) -> None:
     small = {"attackers": ["base"], "episodes_per_scenario": 1, "seeds": 1, "max_scenarios": 1}
     eval_dir = tmp_path / "eval"

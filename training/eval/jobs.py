@@ -35,12 +35,13 @@ from typing import Any
 from tomgym.agents.base import Policy
 from tomgym.agents.policies import make_policy
 from tomgym.agents.specs import SpecError, check_role, parse_attacker
+from tomgym.agents.weights import weights_fingerprints
 from tomgym.envs.seeding import derive_seed
 from tomgym.envs.tomsb.protocol import ATTACKER_VARIANTS
 from tomgym.rewards.episode import EpisodeRecord
 from tomgym.training.eval import metrics, tables
 from tomgym.training.routing import RoutedPolicy, distinct
-from tomgym.training.run_folder import RunFolder
+from tomgym.training.run_folder import WEIGHTS_KEY, RunFolder
 from tomgym.training.runner import GameSpec, RunStats, play_games
 
 TOMSB_ENV = "tomgym/tomsb-v0"
@@ -212,7 +213,8 @@ def tomsb_eval_config(
     """The config `evaluate_tomsb` with these settings (its arguments, defaults there) stores in
     its folder's config.yaml: what a resume is checked against, and what a reader reusing a
     finished evaluation compares with `RunFolder.differences` (the settings that decide which
-    games are played, and how)."""
+    games are played, and how, and under `WEIGHTS_KEY` the fingerprints of the local weights
+    the defender, and any attacker entry, load)."""
     config: dict[str, Any] = {
         "kind": "eval_tomsb",
         "env_id": TOMSB_ENV,
@@ -229,6 +231,11 @@ def tomsb_eval_config(
         config["scenarios_file"] = str(scenarios_file)
     if prior_levels is not None:
         config["prior_levels"] = sorted(set(prior_levels))
+    slots = [("defender", defender_spec)]
+    slots += [(entry.label, entry.spec) for entry in map(parse_attacker, attackers)]
+    weights = weights_fingerprints(slots)
+    if weights:
+        config[WEIGHTS_KEY] = weights
     return config
 
 
@@ -407,6 +414,9 @@ def evaluate_decrypto(
         "games": games,
         "env_config": dict(env_config or {}),
     }
+    weights = weights_fingerprints((str(index), spec) for index, spec in enumerate(models))
+    if weights:
+        config[WEIGHTS_KEY] = weights  # keyed by position in `models`: specs hold dots
     folder = RunFolder(out_dir)
     check_resume(folder, config, resume)
     specs = sorted({spec for matchup in matchups for spec in matchup})

@@ -258,6 +258,13 @@ def test_bench_learning_runs_every_stage_and_reuses_the_warm_start(
             score_stage(NAIVE_LIAR, other, 2, naive, episodes=2)
     again = score_stage(NAIVE_LIAR, cfg, 2, naive, episodes=2)
     assert again == read_scores(naive) and (naive / "games.jsonl").stat().st_mtime_ns == played_at
+    # A model trained again at the same path does not pass for the one that was scored.
+    grpo_eval = tmp_path / "fooling" / stage_folder("grpo", cfg, 2)
+    assert score_stage(specs["grpo"], cfg, 2, grpo_eval, episodes=2) == read_scores(grpo_eval)
+    with (tmp_path / "fooling" / "grpo" / "final" / "adapter_model.safetensors").open("ab") as f:
+        f.write(b"\0")
+    with pytest.raises(ValueError, match="weights.defender"):
+        score_stage(specs["grpo"], cfg, 2, grpo_eval, episodes=2)
 
 
 def test_bench_replicates_pools_each_seeds_grpo_run_from_one_warm_start(
