@@ -70,6 +70,7 @@ BACKEND_OPTION_TYPES: dict[str, dict[str, type]] = {
         "constrain_format": bool,
         "constrain_beliefs": bool,
         "constrain_replies": bool,
+        "constrain_branches": bool,
         "packed_linear": bool,
     },
     "vllm": {

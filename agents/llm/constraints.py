@@ -449,6 +449,116 @@ def _near_misses(
     return tuple(sorted(spaced)), tuple(sorted(bare))
 
 
+_BELIEF_OBJECT = re.compile(r'["\']' + re.escape(DEFENDER_FIELDS[0]) + r'["\']\s*:\s*(\{[^{}]*\})')
+
+
+class ReplyBranchConstraint:
+    """Names in a defender's reply on the branch its own belief states (see module doc).
+
+    The answer states what the attacker knows (`attacker_belief_about_target`) before it
+    replies; inside the open `"reply"` string, no word may open, or carry on into, a universe
+    name that the stated belief rules out (`_ruled_out`: another value on a level the belief
+    fills, or a name under another value of such a level) unless it is also the beginning of a
+    name the belief allows or of a sentence word. Which name to say, the true one included,
+    stays the model's. A belief that is missing, unreadable or all null rules nothing out.
+    """
+
+    def __init__(
+        self,
+        table: TokenTable,
+        levels: Sequence[str],
+        paths: Mapping[str, tuple[str, ...]],
+    ) -> None:
+        self.table = table
+        self.levels = tuple(levels)
+        self.paths = {n: p for n, p in paths.items() if n and (n[0].isupper() or n[0].isdigit())}
+
+    def _ruled_out(self, belief: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(names the belief rules out, names it allows), each sorted."""
+        known = [belief.get(level) if isinstance(belief.get(level), str) else None
+                 for level in self.levels]  # fmt: skip
+        out, kept = [], []
+        for name, path in self.paths.items():
+            clash = any(k is not None and k != v for k, v in zip(known, path, strict=False))
+            (out if clash else kept).append(name)
+        return tuple(sorted(out)), tuple(sorted(kept))
+
+    def allowed(self, completion_ids: list[int]) -> Sequence[int] | None:
+        if not completion_ids or not self.paths:
+            return None
+        text = self.table.decode(completion_ids)
+        opened = [match.end() for match in _OPEN_REPLY.finditer(text)]
+        if not opened:
+            return None
+        reply = text[opened[-1] :]
+        if _CLOSING_QUOTE.search(reply):
+            return None
+        stated = [m.group(1) for m in _BELIEF_OBJECT.finditer(text[: opened[-1]])]
+        try:
+            belief = json.loads(stated[-1]) if stated else None
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(belief, dict):
+            return None
+        out, kept = self._ruled_out(belief)
+        if not out:
+            return None
+        head = _name_head(reply, (*out, *kept))
+        banned = _off_branch_tokens(self.table, out, kept, head, _at_word_start(reply))
+        return Excluded(banned) if banned else None
+
+
+def _at_word_start(reply: str) -> bool:
+    return not reply or not _is_word_char(reply[-1])
+
+
+def _name_head(reply: str, names: Sequence[str]) -> str:
+    """The end of `reply` a next token would carry on: the longest one that starts a word and
+    begins a name ("Gulf Co"), else the word under way ("" after a space or punctuation)."""
+    for start in range(len(reply)):
+        if _starts_word(reply, start) and any(n.startswith(reply[start:]) for n in names):
+            return reply[start:]
+    return _last_word(reply)
+
+
+@lru_cache(maxsize=4096)
+def _off_branch_tokens(
+    table: TokenTable,
+    out: tuple[str, ...],
+    kept: tuple[str, ...],
+    head: str,
+    word_start: bool,
+) -> tuple[int, ...]:
+    """Tokens after which the word (or name) under way begins a ruled-out name (`out`) and no
+    kept name and no sentence word. `head` is what a token carries on (`_name_head`); a
+    space-led token opens a new word unless `head` begins a name of several words, and a bare
+    token opens one only at a word start (`word_start`)."""
+    multiword = bool(head) and any(n.startswith(head + " ") for n in (*out, *kept))
+    banned: set[int] = set()
+
+    def check(token_id: int, word: str) -> None:
+        # A sentence word is free while it is alone ("Great ..."), not once a name's next word
+        # follows it ("Great Lakes").
+        sentence = " " not in word.strip() and _opens_sentence(word)
+        if _on_a_name(word, out) and not _on_a_name(word, kept) and not sentence:
+            banned.add(token_id)
+
+    opening = {n[0] for n in out}
+    for token_id, text in table.by_first.get(" ", ()):
+        if multiword:
+            check(token_id, head + text)
+        elif text[1:2] in opening:
+            check(token_id, text[1:])
+    if head:
+        following = {n[len(head)] for n in out if n.startswith(head) and len(n) > len(head)}
+    else:
+        following = opening if word_start else set()
+    for first in following - {" "}:
+        for token_id, text in table.by_first.get(first, ()):
+            check(token_id, head + text)
+    return tuple(sorted(banned))
+
+
 class AllOf:
     """Several constraints at once: a token may come next only if every rule that applies allows
     it (allowed lists intersect, `Excluded` bans add up). Should the rules leave nothing, the
@@ -491,11 +601,13 @@ _ESCAPES = frozenset('"\\/bfnrt')  # `\uXXXX` is left out: the protocol keeps no
 @dataclass(frozen=True)
 class AnswerOptions:
     """What a TOM-SB turn's answer may say: the acting role (`envs.tomsb.protocol.ROLE_CODES`,
-    None when the observation does not name it) and the universe's names per level, levels top
-    first."""
+    None when the observation does not name it), the universe's names per level, levels top
+    first, and each name's path (`paths`)."""
 
     role: str | None
     names: Mapping[str, Sequence[str]] = field(hash=False)
+    paths: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+    """Each name's path from the top level down to it (itself last); empty when unknown."""
 
     def key(self) -> tuple[Any, ...]:
         return (self.role, tuple((level, tuple(n)) for level, n in self.names.items()))
@@ -512,7 +624,8 @@ def answer_options(observation: Mapping[str, Any]) -> AnswerOptions | None:
     except (ValueError, KeyError, TypeError, UniverseError):
         return None
     names = {level: list(universe.nodes(depth)) for depth, level in enumerate(universe.levels)}
-    return AnswerOptions(role_from_observation(observation), names)
+    paths = {name: (*universe.ancestors(name), name) for level in names.values() for name in level}
+    return AnswerOptions(role_from_observation(observation), names, paths)
 
 
 def answer_template(role: str, names: Mapping[str, Sequence[str]]) -> tuple[_Part, ...]:
@@ -707,12 +820,14 @@ def answer_rules(
     formats: bool = False,
     beliefs: bool = True,
     replies: bool = False,
+    branches: bool = False,
 ) -> list[TokenConstraint | None]:
     """One constraint per row (None where a row has no options): the answer's format
     (`AnswerFormatConstraint`, which keeps belief values among the names by itself), else the
     belief values alone (`BeliefNameConstraint`), and/or names in the reply
-    (`ReplyNameConstraint`, over every level's names, each level's own after "<level> is"), all
-    applying together (`AllOf`)."""
+    (`ReplyNameConstraint`, over every level's names, each level's own after "<level> is"),
+    and/or, in a defender's reply, names on the branch its stated belief allows
+    (`ReplyBranchConstraint`), all applying together (`AllOf`)."""
     table = token_table(tokenizer)
     rows: list[TokenConstraint | None] = []
     for option in options:
@@ -725,11 +840,18 @@ def answer_rules(
             if replies:
                 every_name = [n for level in option.names.values() for n in level]
                 rules.append(ReplyNameConstraint(table, every_name, option.names))
+            if branches and option.role == "defender" and option.paths:
+                rules.append(ReplyBranchConstraint(table, list(option.names), option.paths))
         rows.append(None if not rules else rules[0] if len(rules) == 1 else AllOf(rules))
     return rows
 
 
-CONSTRAINT_FLAGS = ("constrain_format", "constrain_beliefs", "constrain_replies")
+CONSTRAINT_FLAGS = (
+    "constrain_format",
+    "constrain_beliefs",
+    "constrain_replies",
+    "constrain_branches",
+)
 """The switches a backend or generate function carries (each an attribute, default off)."""
 
 
@@ -746,7 +868,14 @@ def generator_rules(
     no options were passed."""
     if options is None:
         return None
-    formats, beliefs, replies = (bool(getattr(generator, f, False)) for f in CONSTRAINT_FLAGS)
+    formats, beliefs, replies, branches = (
+        bool(getattr(generator, f, False)) for f in CONSTRAINT_FLAGS
+    )
     return answer_rules(
-        generator.tokenizer, options, formats=formats, beliefs=beliefs, replies=replies
+        generator.tokenizer,
+        options,
+        formats=formats,
+        beliefs=beliefs,
+        replies=replies,
+        branches=branches,
     )

@@ -146,6 +146,9 @@ def test_answer_options_are_the_role_and_the_universe_names_per_level() -> None:
     assert list(options.names) == list(universe.levels)
     for depth, level in enumerate(universe.levels):
         assert options.names[level] == list(universe.nodes(depth))
+        for name in universe.nodes(depth):  # each name's path, top level first, itself last
+            assert options.paths[name] == (*universe.ancestors(name), name)
+            assert len(options.paths[name]) == depth + 1
     assert answer_options({"message": "Decrypto has no scenario"}) is None
     assert answer_options({"scenario": "not json"}) is None
     unnamed = answer_options({**observation, "role": 7})

@@ -16,11 +16,13 @@ play, evaluation and training sample one way:
 - `repetition_guard`: a row stops once its ids end in a runaway loop
   (`agents.llm.kv_cache.repeating_tail`); it comes back without EOS,
   `finish_reason="repetition"`, and the trained policy treats it as a capped turn.
-- `constrain_format`, `constrain_beliefs`, `constrain_replies`: the generate function declares
+- `constrain_format`, `constrain_beliefs`, `constrain_replies`, `constrain_branches`: the
+  generate function declares
   them, and the trained policy passes each context's TOM-SB role and names per level as
   `answer_options=` (None for other games): the answer stays inside its protocol template, or
   only its belief values inside the universe's names, and/or the names written in the reply are
-  spelled exactly (`agents.llm.constraints`).
+  spelled exactly, and/or on the branch the defender's stated belief allows
+  (`agents.llm.constraints`).
 - Log-probs are those of the distribution the tokens were drawn from when `top_p == 1` and
   `top_k == 0`: `log_softmax(logits / temperature)` (greedy: temperature 1), which is what the
   GRPO trainer re-scores.
@@ -86,6 +88,7 @@ class HFGenerateFn:
         constrain_format: bool = False,
         constrain_beliefs: bool = False,
         constrain_replies: bool = False,
+        constrain_branches: bool = False,
         packed_linear: bool = True,
     ) -> None:
         from tomgym.agents.llm.kv_cache import CachedGenerator
@@ -102,6 +105,7 @@ class HFGenerateFn:
         self.constrain_format = bool(constrain_format)
         self.constrain_beliefs = bool(constrain_beliefs)
         self.constrain_replies = bool(constrain_replies)
+        self.constrain_branches = bool(constrain_branches)
         self.tokenizer = tokenizer
         self.engine = CachedGenerator(
             model,

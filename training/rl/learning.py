@@ -312,6 +312,7 @@ EVAL_FOLDER_SUFFIXES = {
     "constrain_beliefs": "_constrained",
     "constrain_replies": "_names",
     "constrain_format": "_format",
+    "constrain_branches": "_branches",
 }
 """Per answer constraint (`CONSTRAINT_FLAGS`), the suffix it adds to the folder name of an
 evaluation run with it on; written in this order (the names cached evaluations already carry)."""

@@ -329,6 +329,16 @@ class TrainConfig(BaseModel):
         "learning benchmark's evaluations (policy option constrain_replies=true). Transformers "
         "rollouts only.",
     )
+    constrain_branches: bool = _f(
+        False,
+        "Constrained decoding of a TOM-SB defender's reply on the branch its own answer states "
+        "the attacker knows: no reply word may open a universe name that the answer's "
+        "attacker_belief_about_target rules out (another value of a level it fills, or a name "
+        "under one), so the lie follows the stated belief and only the belief is left to learn "
+        "(agents.llm.constraints.ReplyBranchConstraint), in rollouts and in the learning "
+        "benchmark's evaluations (policy option constrain_branches=true). Transformers "
+        "rollouts only.",
+    )
     generation_backend: GenerationBackend = _f(
         "transformers",
         "Engine of the trained policy's rollouts: 'transformers' (the training model itself, "

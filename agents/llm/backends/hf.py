@@ -32,7 +32,8 @@
   `agents.llm.constraints.AnswerFormatConstraint`). `constrain_beliefs=True` keeps only the
   belief values inside the universe's names of their level; `constrain_replies=True` keeps the
   universe's names that a reply writes spelled exactly, and of the level it names ("The team
-  is ..."; `ReplyNameConstraint`). `LLMPolicy` passes each turn's role and names
+  is ..."; `ReplyNameConstraint`); `constrain_branches=True` keeps a defender's reply off the
+  names its own stated belief rules out (`ReplyBranchConstraint`). `LLMPolicy` passes each turn's role and names
   (`answer_options=`, read from the observation) to a backend with any of them on. All off by
   default.
 - `packed_linear=True` (the default) multiplies by linear weights packed once for oneDNN on CPU
@@ -220,6 +221,7 @@ class HFGenerationOptions:
     constrain_format: bool = False
     constrain_beliefs: bool = False
     constrain_replies: bool = False
+    constrain_branches: bool = False
     packed_linear: bool = True
 
     def __post_init__(self) -> None:
@@ -306,6 +308,7 @@ class HFBackend(TokenizerChatMixin):
         self.constrain_format = options.constrain_format
         self.constrain_beliefs = options.constrain_beliefs
         self.constrain_replies = options.constrain_replies
+        self.constrain_branches = options.constrain_branches
         self.stats = BackendStats()
         config = model.config
         self.context_window: int | None = getattr(config, "max_position_embeddings", None)
