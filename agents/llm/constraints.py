@@ -521,6 +521,22 @@ def _name_head(reply: str, names: Sequence[str]) -> str:
     return _last_word(reply)
 
 
+def _alone_in_sentence(word: str) -> bool:
+    """A sentence word is free while it is alone ("Great ..."), not once a name's next word
+    follows it ("Great Lakes")."""
+    return " " not in word.strip() and _opens_sentence(word)
+
+
+@lru_cache(maxsize=8)
+def _ids_by_text(table: TokenTable) -> dict[str, tuple[int, ...]]:
+    """Every token's id under its decoded text."""
+    index: dict[str, list[int]] = defaultdict(list)
+    for tokens in table.by_first.values():
+        for token_id, text in tokens:
+            index[text].append(token_id)
+    return {text: tuple(ids) for text, ids in index.items()}
+
+
 @lru_cache(maxsize=4096)
 def _off_branch_tokens(
     table: TokenTable,
@@ -532,30 +548,32 @@ def _off_branch_tokens(
     """Tokens after which the word (or name) under way begins a ruled-out name (`out`) and no
     kept name and no sentence word. `head` is what a token carries on (`_name_head`); a
     space-led token opens a new word unless `head` begins a name of several words, and a bare
-    token opens one only at a word start (`word_start`)."""
+    token opens one only at a word start (`word_start`). Only tokens that lie inside a ruled-out
+    name are looked at (the ones that would run on past its end follow a banned one)."""
+    ids = _ids_by_text(table)
     multiword = bool(head) and any(n.startswith(head + " ") for n in (*out, *kept))
+    # The texts a banned token may have: pieces of the ruled-out names, as a word's start
+    # (space-led, or bare at a word start) or as what carries `head` on.
+    texts: set[str] = set()
+    for name in out:
+        texts.update(" " + name[:k] for k in range(1, len(name) + 1))
+        if not head and word_start:
+            texts.update(name[:k] for k in range(1, len(name) + 1))
+        if head and name.startswith(head):
+            rest = name[len(head) :]
+            texts.update(rest[:k] for k in range(1, len(rest) + 1))
     banned: set[int] = set()
-
-    def check(token_id: int, word: str) -> None:
-        # A sentence word is free while it is alone ("Great ..."), not once a name's next word
-        # follows it ("Great Lakes").
-        sentence = " " not in word.strip() and _opens_sentence(word)
-        if _on_a_name(word, out) and not _on_a_name(word, kept) and not sentence:
-            banned.add(token_id)
-
-    opening = {n[0] for n in out}
-    for token_id, text in table.by_first.get(" ", ()):
-        if multiword:
-            check(token_id, head + text)
-        elif text[1:2] in opening:
-            check(token_id, text[1:])
-    if head:
-        following = {n[len(head)] for n in out if n.startswith(head) and len(n) > len(head)}
-    else:
-        following = opening if word_start else set()
-    for first in following - {" "}:
-        for token_id, text in table.by_first.get(first, ()):
-            check(token_id, head + text)
+    for text in texts:
+        if text not in ids or not text.strip():
+            continue
+        if text.startswith(" "):  # a new word, or the next word of a name under way
+            readings = [text[1:], head + text] if multiword else [text[1:]]
+        else:
+            readings = [head + text] if head else [text]
+        if any(_on_a_name(word, kept) for word in readings):
+            continue
+        if any(_on_a_name(word, out) and not _alone_in_sentence(word) for word in readings):
+            banned.update(ids[text])
     return tuple(sorted(banned))
 
 

@@ -120,6 +120,8 @@ def test_a_word_under_way_cannot_carry_on_into_a_ruled_out_name(loaded) -> None:
     banned = _banned(tokenizer, KNOWS_REGION, "It is Gulf")
     assert tokenizer.encode(" Shores")[0] in banned
     assert tokenizer.encode(" Coast")[0] not in banned
+    # A new word after the start of a name of several words is checked as one.
+    assert _opener(tokenizer, "Redcliff Mall") in _banned(tokenizer, KNOWS_REGION, "It is Great")
     # A name opened bare after punctuation is checked too.
     assert _opener(tokenizer, "Redcliff", spaced=False) in _banned(tokenizer, KNOWS_REGION, "(")
 
