@@ -47,6 +47,11 @@ Contract:
   what it writes ("Reykjavik" for "Madrid to Reykjavik") or a word that leaves the name within
   its first 3 characters is not caught, nor a wrong-level name in a reply that does not name
   the level ("Sydney, as far as I know.").
+- `ReplyBranchConstraint` ties a defender's plan and reply to the belief its answer states
+  first: inside the open `"reflection"` and `"reply"` strings, no word may open, or carry on
+  into, a universe name that `attacker_belief_about_target` rules out (another value of a level
+  it fills, or a name under one), unless the word also begins a name the belief allows or is a
+  sentence word on its own. A belief not yet written, unreadable or all null rules nothing out.
 - `AnswerFormatConstraint` keeps the whole answer inside its role's template
   (`answer_template`, written by the protocol's own encoder `answer_defender` /
   `answer_attacker` with a marker in each slot): one JSON object, the encoder's keys in order
@@ -449,6 +454,11 @@ def _near_misses(
     return tuple(sorted(spaced)), tuple(sorted(bare))
 
 
+# The defender's free texts after its belief: the reflection (where it plans the lie) and the
+# reply (where it tells it).
+_OPEN_PLAN_OR_REPLY = re.compile(
+    r'["\'](?:' + "|".join(map(re.escape, DEFENDER_FIELDS[2:4])) + r')["\']\s*:\s*"'
+)
 _BELIEF_OBJECT = re.compile(r'["\']' + re.escape(DEFENDER_FIELDS[0]) + r'["\']\s*:\s*(\{[^{}]*\})')
 
 
@@ -456,7 +466,8 @@ class ReplyBranchConstraint:
     """Names in a defender's reply on the branch its own belief states (see module doc).
 
     The answer states what the attacker knows (`attacker_belief_about_target`) before it
-    replies; inside the open `"reply"` string, no word may open, or carry on into, a universe
+    plans and replies; inside the open `"reflection"` and `"reply"` strings (where the lie is
+    chosen, then told), no word may open, or carry on into, a universe
     name that the stated belief rules out (`_ruled_out`: another value on a level the belief
     fills, or a name under another value of such a level) unless it is also the beginning of a
     name the belief allows or of a sentence word. Which name to say, the true one included,
@@ -487,7 +498,7 @@ class ReplyBranchConstraint:
         if not completion_ids or not self.paths:
             return None
         text = self.table.decode(completion_ids)
-        opened = [match.end() for match in _OPEN_REPLY.finditer(text)]
+        opened = [match.end() for match in _OPEN_PLAN_OR_REPLY.finditer(text)]
         if not opened:
             return None
         reply = text[opened[-1] :]

@@ -1,4 +1,4 @@
-"""A defender's reply on the branch its own belief states (`ReplyBranchConstraint`).
+"""A defender's plan and reply on the branch its own belief states (`ReplyBranchConstraint`).
 
 Covers: the names the stated belief rules out (another value of a level it fills, a name under
 one) cannot be opened in the reply, whole or as a word under way, while the names it allows
@@ -150,7 +150,16 @@ def test_no_readable_belief_rules_nothing_out(loaded, belief: Any) -> None:
     assert _rule(tokenizer).allowed(tokenizer.encode(_open(belief))) is None
 
 
-def test_text_outside_the_reply_is_left_alone(loaded) -> None:
+def test_the_reflection_that_plans_the_lie_is_held_to_the_branch_too(loaded) -> None:
+    _, tokenizer = loaded
+    planning = _open(KNOWS_REGION).rsplit('"reflection"', 1)[0] + '"reflection": "I will say'
+    answer = _rule(tokenizer).allowed(tokenizer.encode(planning))
+    assert isinstance(answer, Excluded)
+    assert _opener(tokenizer, "Redcliff Mall") in set(answer)
+    assert _opener(tokenizer, "Hollis Outlet") not in set(answer)
+
+
+def test_text_outside_the_reflection_and_reply_is_left_alone(loaded) -> None:
     _, tokenizer = loaded
     before_reply = _open(KNOWS_REGION).rsplit(f'"{REPLY}"', 1)[0]
     assert _rule(tokenizer).allowed(tokenizer.encode(before_reply)) is None
