@@ -332,7 +332,7 @@ class TrainConfig(BaseModel):
     constrain_branches: bool = _f(
         False,
         "Constrained decoding of a TOM-SB defender's reflection and reply on the branch its own "
-        "answer states the attacker knows: no word there may open a universe name that the answer's "
+        "answer states the attacker knows: no word there may open a universe name that its "
         "attacker_belief_about_target rules out (another value of a level it fills, or a name "
         "under one), so the lie follows the stated belief and only the belief is left to learn "
         "(agents.llm.constraints.ReplyBranchConstraint), in rollouts and in the learning "

@@ -32,9 +32,10 @@
   `agents.llm.constraints.AnswerFormatConstraint`). `constrain_beliefs=True` keeps only the
   belief values inside the universe's names of their level; `constrain_replies=True` keeps the
   universe's names that a reply writes spelled exactly, and of the level it names ("The team
-  is ..."; `ReplyNameConstraint`); `constrain_branches=True` keeps a defender's reply off the
-  names its own stated belief rules out (`ReplyBranchConstraint`). `LLMPolicy` passes each turn's role and names
-  (`answer_options=`, read from the observation) to a backend with any of them on. All off by
+  is ..."; `ReplyNameConstraint`); `constrain_branches=True` keeps a defender's reflection and
+  reply off the names its own stated belief rules out (`ReplyBranchConstraint`). `LLMPolicy`
+  passes each turn's role and names (`answer_options=`, read from the observation) to a backend
+  with any of them on. All off by
   default.
 - `packed_linear=True` (the default) multiplies by linear weights packed once for oneDNN on CPU
   (`agents.llm.packed_linear`: the same values up to float rounding, faster; the packed copies
