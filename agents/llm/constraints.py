@@ -346,12 +346,10 @@ class ReplyNameConstraint:
         if not completion_ids or not self.names:
             return None
         text = self.table.decode(completion_ids)
-        opened = [match.end() for match in _OPEN_REPLY.finditer(text)]
-        if not opened:
+        opened = _open_string(text, _OPEN_REPLY)
+        if opened is None:
             return None
-        reply = text[opened[-1] :]
-        if _CLOSING_QUOTE.search(reply):
-            return None
+        reply = text[opened:]
         in_slot = self._slot_answer(reply)
         if in_slot is not None:
             return in_slot
@@ -367,6 +365,15 @@ class ReplyNameConstraint:
             if word and _starts_word(reply, len(reply) - len(word)):
                 banned.update(_near_misses(self.table, self.names, word)[1])
         return Excluded(sorted(banned)) if banned else None
+
+
+def _open_string(text: str, opener: re.Pattern[str]) -> int | None:
+    """Where the content of the last string `opener` opens in `text` starts, while that string
+    is still open (no closing quote after it); None otherwise."""
+    opened = [match.end() for match in opener.finditer(text)]
+    if not opened or _CLOSING_QUOTE.search(text, opened[-1]):
+        return None
+    return opened[-1]
 
 
 def _level_slot_pattern(level_names: Mapping[str, Sequence[str]]) -> re.Pattern[str] | None:
@@ -498,13 +505,11 @@ class ReplyBranchConstraint:
         if not completion_ids or not self.paths:
             return None
         text = self.table.decode(completion_ids)
-        opened = [match.end() for match in _OPEN_PLAN_OR_REPLY.finditer(text)]
-        if not opened:
+        opened = _open_string(text, _OPEN_PLAN_OR_REPLY)
+        if opened is None:
             return None
-        reply = text[opened[-1] :]
-        if _CLOSING_QUOTE.search(reply):
-            return None
-        stated = [m.group(1) for m in _BELIEF_OBJECT.finditer(text[: opened[-1]])]
+        reply = text[opened:]
+        stated = [m.group(1) for m in _BELIEF_OBJECT.finditer(text[:opened])]
         try:
             belief = json.loads(stated[-1]) if stated else None
         except json.JSONDecodeError:
