@@ -164,6 +164,15 @@ class TokenTable:
         )
 
     @cached_property
+    def ids_by_text(self) -> dict[str, tuple[int, ...]]:
+        """Every token's ids under its decoded text."""
+        index: dict[str, list[int]] = defaultdict(list)
+        for tokens in self.by_first.values():
+            for token_id, text in tokens:
+                index[text].append(token_id)
+        return {text: tuple(ids) for text, ids in index.items()}
+
+    @cached_property
     def space_led(self) -> tuple[int, ...]:
         """Tokens that start with whitespace."""
         return tuple(
@@ -297,7 +306,7 @@ class ReplyNameConstraint:
         names_by_level: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.table = table
-        self.names = tuple(sorted({n for n in names if n and (n[0].isupper() or n[0].isdigit())}))
+        self.names = tuple(sorted({n for n in names if _name_like(n)}))
         self.level_names = {
             normalise_name(level): tuple(sorted(set(level_names)))
             for level, level_names in (names_by_level or {}).items()
@@ -400,17 +409,21 @@ def _off_level_openers(
             continue
         for token_id, text in tokens:
             word = text[1:] if spaced else text
-            if not word or not (word[0].isupper() or word[0].isdigit()):
+            if not _name_like(word):
                 continue
             if not _on_a_name(word, names):
                 banned.append(token_id)
     return tuple(sorted(banned))
 
 
+def _name_like(text: str) -> bool:
+    """Whether `text` may start a name: its first character is a capital or a digit."""
+    return bool(text) and (text[0].isupper() or text[0].isdigit())
+
+
 def _starts_word(text: str, start: int) -> bool:
     """Whether a name may begin at `text[start]`: a capital or a digit after a non-word char."""
-    char = text[start]
-    if not (char.isupper() or char.isdigit()):
+    if not _name_like(text[start]):
         return False
     return start == 0 or not _is_word_char(text[start - 1])
 
@@ -489,7 +502,7 @@ class ReplyBranchConstraint:
     ) -> None:
         self.table = table
         self.levels = tuple(levels)
-        self.paths = {n: p for n, p in paths.items() if n and (n[0].isupper() or n[0].isdigit())}
+        self.paths = {n: p for n, p in paths.items() if _name_like(n)}
 
     def _ruled_out(self, belief: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(names the belief rules out, names it allows), each sorted."""
@@ -543,16 +556,6 @@ def _alone_in_sentence(word: str) -> bool:
     return " " not in word.strip() and _opens_sentence(word)
 
 
-@lru_cache(maxsize=8)
-def _ids_by_text(table: TokenTable) -> dict[str, tuple[int, ...]]:
-    """Every token's id under its decoded text."""
-    index: dict[str, list[int]] = defaultdict(list)
-    for tokens in table.by_first.values():
-        for token_id, text in tokens:
-            index[text].append(token_id)
-    return {text: tuple(ids) for text, ids in index.items()}
-
-
 @lru_cache(maxsize=4096)
 def _off_branch_tokens(
     table: TokenTable,
@@ -566,7 +569,7 @@ def _off_branch_tokens(
     space-led token opens a new word unless `head` begins a name of several words, and a bare
     token opens one only at a word start (`word_start`). Only tokens that lie inside a ruled-out
     name are looked at (the ones that would run on past its end follow a banned one)."""
-    ids = _ids_by_text(table)
+    ids = table.ids_by_text
     multiword = bool(head) and any(n.startswith(head + " ") for n in (*out, *kept))
     # The texts a banned token may have: pieces of the ruled-out names, as a word's start
     # (space-led, or bare at a word start) or as what carries `head` on.

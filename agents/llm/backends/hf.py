@@ -35,8 +35,7 @@
   is ..."; `ReplyNameConstraint`); `constrain_branches=True` keeps a defender's reflection and
   reply off the names its own stated belief rules out (`ReplyBranchConstraint`). `LLMPolicy`
   passes each turn's role and names (`answer_options=`, read from the observation) to a backend
-  with any of them on. All off by
-  default.
+  with any of them on. All off by default.
 - `packed_linear=True` (the default) multiplies by linear weights packed once for oneDNN on CPU
   (`agents.llm.packed_linear`: the same values up to float rounding, faster; the packed copies
   take about the linear weights' memory again); `False` keeps `F.linear`, to compare.
