@@ -27,5 +27,10 @@ class Turn:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     @property
+    def is_side_question(self) -> bool:
+        """A theory-of-mind probe, flagged on the turn or by the env's observation."""
+        return self.side_question or int(self.observation.get("side_question", 0) or 0) == 1
+
+    @property
     def prompt(self) -> str:
         return str(self.observation["prompt"])

@@ -58,10 +58,6 @@ logger = logging.getLogger(__name__)
 _TEMPLATE_OVERHEAD_TOKENS = 16
 
 
-def _is_side_question(turn: Turn) -> bool:
-    return bool(turn.side_question) or int(turn.observation.get("side_question", 0) or 0) == 1
-
-
 def _retry(turn: Turn) -> int:
     return int(turn.observation.get("retry", 0) or 0)
 
@@ -213,7 +209,7 @@ class LLMPolicy:
     def _prepare(self, turn: Turn) -> _Pending:
         obs = turn.observation
         key = (turn.game_id, turn.agent)
-        side = _is_side_question(turn)
+        side = turn.is_side_question
         if "message" not in obs:
             chat = [*self._system_message(obs), {"role": "user", "content": turn.prompt}]
             return _Pending(turn, key, self._fit(chat, pinned=len(chat)), side, stateless=True)

@@ -200,7 +200,8 @@ def trl_batch(
     Besides TRL's keys (`prompt_ids`, `completion_ids`, `logprobs`, `env_mask`) every row carries
     `episode` (the game's record, as the runner wrote it), `dropped` (why the episode is dropped,
     None when kept: the reward function returns None for it), `teacher` (played by the scripted
-    teacher, not the model) and `rollout` (the trained agent's token counts); TRL hands these
+    teacher, not the model), `anchored` (the model played on after the teacher's first turns,
+    `training.rl.anchored`) and `rollout` (the trained agent's token counts); TRL hands these
     extra keys to the reward function row by row. Dropped episodes keep a valid token sequence
     with an all-zero mask.
     """
@@ -212,6 +213,7 @@ def trl_batch(
         "episode": [],
         "dropped": [],
         "teacher": [],
+        "anchored": [],
         "rollout": [],
     }
     eos = renderer.eos_id
@@ -232,6 +234,7 @@ def trl_batch(
         out["episode"].append(ep.record)
         out["dropped"].append(ep.dropped)
         out["teacher"].append(ep.teacher)
+        out["anchored"].append(t.given_turns > 0)
         out["rollout"].append(
             {
                 "sampled_tokens": t.sampled_tokens,
@@ -242,6 +245,7 @@ def trl_batch(
                 "repetition_stops": t.repetition_stops,
                 "fallback_turns": t.fallback_turns,
                 "context_window_turns": t.context_window_turns,
+                "given_turns": t.given_turns,
                 "completion_tokens": len(completion),
             }
         )
@@ -255,6 +259,8 @@ def trl_batch(
         "rollout/episodes": float(len(episodes)),
         "rollout/dropped_episodes": float(sum(ep.dropped is not None for ep in episodes)),
         "rollout/teacher_episodes": float(sum(ep.teacher for ep in episodes)),
+        "rollout/anchored_episodes": float(sum(e.tokens.given_turns > 0 for e in episodes)),
+        "rollout/given_turns": float(sum(e.tokens.given_turns for e in episodes)),
         "rollout/sampled_tokens_per_episode": sum(e.tokens.sampled_tokens for e in episodes) / n,
         "rollout/forced_tokens_per_episode": sum(e.tokens.forced_tokens for e in episodes) / n,
         "rollout/completion_tokens_per_episode": sum(len(c) for c in out["completion_ids"]) / n,

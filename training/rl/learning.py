@@ -353,6 +353,9 @@ STEP_METRICS = {
     "train_format_by_step": "components/format",
     # With off-policy guidance (`teacher_episodes_per_group`): the teacher's episodes apart.
     "teacher_fooled_by_step": "teacher/outcome/fooled",
+    # With teacher-anchored rollouts (`teacher_prefix_turns`): the model's episodes the teacher
+    # opened, apart from the model's own.
+    "anchored_fooled_by_step": "anchored/outcome/fooled",
     "rollout_s_by_step": "time/rollout_s",
     "optimisation_s_by_step": "time/optimisation_s",
 }

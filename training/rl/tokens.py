@@ -109,6 +109,7 @@ class EpisodeTokens:
     fallback_turns: int = 0
     context_window_turns: int = 0  # turns never fed: the context window was full (truncated)
     side_questions: int = 0
+    given_turns: int = 0  # turns another policy answered (a teacher's prefix; mask 0)
 
     @property
     def started(self) -> bool:

@@ -183,6 +183,15 @@ class TrainConfig(BaseModel):
         "still holds a winning episode to move towards. 0 = on-policy Dr. GRPO (the paper's).",
         ge=0,
     )
+    teacher_prefix_turns: IntList = _f(
+        [],
+        "Teacher-anchored rollouts (as in R^3 and BREAD; `training.rl.anchored`): each group's "
+        "model episodes start after the scripted `sft_teacher` has played the trained agent's "
+        "first k turns, k drawn per group from this list (seeded; 0 = an ordinary group). The "
+        "teacher's turns enter the sequence with mask 0, so only the model's own later turns "
+        "are trained; evaluation never anchors. [] = off (every episode the model's from the "
+        "first turn, the paper's setting).",
+    )
     # --- model
     model: str = _f("default", "'default' (bundled SmolLM2-135M-Instruct) or a HF path/id.")
     tokenizer: str = _f("", "Tokenizer path if different from the model's.")
@@ -441,6 +450,10 @@ class TrainConfig(BaseModel):
                 f"teacher_episodes_per_group ({self.teacher_episodes_per_group}) must be below "
                 f"num_generations ({self.num_generations}): a group needs the model's own episodes"
             )
+        if any(k < 0 for k in self.teacher_prefix_turns):
+            raise ValueError(f"teacher_prefix_turns must be >= 0, got {self.teacher_prefix_turns}")
+        if any(self.teacher_prefix_turns) and self.method != "grpo":
+            raise ValueError("teacher_prefix_turns anchors Dr. GRPO groups; use method 'grpo'")
         if self.teacher_episodes_per_group and self.method != "grpo":
             raise ValueError("teacher_episodes_per_group guides Dr. GRPO groups; use method 'grpo'")
         if (

@@ -43,10 +43,6 @@ from tomgym.training.rl.generation import GenerateFn, Sampled
 from tomgym.training.rl.tokens import ChatRenderer, EpisodeTokens
 
 
-def _is_side(turn: Turn) -> bool:
-    return bool(turn.side_question) or int(turn.observation.get("side_question", 0) or 0) == 1
-
-
 class TrainablePolicy(BasePolicy):
     """Samples the trained agent's turns with the model being trained (see module doc).
 
@@ -132,28 +128,12 @@ class TrainablePolicy(BasePolicy):
         jobs: list[tuple[int, Turn, EpisodeTokens, list[int], int, bool]] = []
         for i, turn in wave:
             ep = self.episode(turn.game_id)
-            obs = turn.observation
-            system, message = str(obs.get("system", "") or ""), str(obs.get("message", "") or "")
-            if not message:
-                message = str(obs.get("prompt", ""))
-            side = _is_side(turn)
-            if ep.started:
-                glue = self.renderer.user_suffix_ids(system, message)
-                context_prefix, new_ids = ep.context(), glue
-            else:
-                context_prefix, new_ids = [], self.renderer.first_turn_ids(system, message)
-            if side:
+            if turn.is_side_question:
                 ep.side_questions += 1
-                jobs.append((i, turn, ep, context_prefix + new_ids, self.max_turn_tokens, True))
+                context = ep.context() + self._user_ids(ep, turn)
+                jobs.append((i, turn, ep, context, self.max_turn_tokens, True))
                 continue
-            if ep.started:
-                ep.extend(new_ids, 0)
-            else:
-                ep.prompt_ids = new_ids
-                if system:
-                    ep.messages.append({"role": "system", "content": system})
-            ep.messages.append({"role": "user", "content": message})
-            ep.turns += 1
+            self._open_turn(ep, turn)
             left = self.episode_budget - ep.sampled_tokens
             if left <= 0:
                 self._answer_unsampled(i, turn, ep, answers)
@@ -198,13 +178,54 @@ class TrainablePolicy(BasePolicy):
                         ep.repetition_stops += 1
             ep.messages.append({"role": "assistant", "content": text})
 
+    def record_answer(self, turn: Turn, text: str) -> None:
+        """Take into the game's sequence a turn another policy answered (a teacher's prefix,
+        `training.rl.anchored`): its message and `text`, rendered with mask 0, since the model
+        chose none of it; counted in `given_turns`. Side questions never enter the sequence."""
+        if turn.is_side_question:
+            return
+        ep = self.episode(turn.game_id)
+        self._open_turn(ep, turn)
+        self._render_unsampled(ep, text)
+        ep.given_turns += 1
+
+    @staticmethod
+    def _message(turn: Turn) -> tuple[str, str]:
+        obs = turn.observation
+        message = str(obs.get("message", "") or "") or str(obs.get("prompt", ""))
+        return str(obs.get("system", "") or ""), message
+
+    def _user_ids(self, ep: EpisodeTokens, turn: Turn) -> list[int]:
+        """The ids the turn's message adds to the game's sequence (the whole first prompt, or
+        the glue after the last answer)."""
+        system, message = self._message(turn)
+        if ep.started:
+            return self.renderer.user_suffix_ids(system, message)
+        return self.renderer.first_turn_ids(system, message)
+
+    def _open_turn(self, ep: EpisodeTokens, turn: Turn) -> None:
+        """Append a main turn's message to the sequence (mask 0) and the chat."""
+        system, message = self._message(turn)
+        new_ids = self._user_ids(ep, turn)
+        if ep.started:
+            ep.extend(new_ids, 0)
+        else:
+            ep.prompt_ids = new_ids
+            if system:
+                ep.messages.append({"role": "system", "content": system})
+        ep.messages.append({"role": "user", "content": message})
+        ep.turns += 1
+
+    def _render_unsampled(self, ep: EpisodeTokens, text: str) -> None:
+        ep.extend([*self.renderer.encode(text), self.renderer.eos_id], 0)
+        ep.messages.append({"role": "assistant", "content": text})
+
     def _answer_unsampled(
         self, i: int, turn: Turn, ep: EpisodeTokens, answers: list[str | None]
     ) -> None:
         """Answer a turn with the fallback text, rendered with mask 0 (nothing is sampled)."""
         text = self._fallback_text(turn)
-        ep.extend([*self.renderer.encode(text), self.renderer.eos_id], 0)
-        ep.messages.append({"role": "assistant", "content": text})
+        self._render_unsampled(ep, text)
         answers[i] = text
 
     def _generate(

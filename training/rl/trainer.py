@@ -39,7 +39,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from tomgym.agents.llm.constraints import CONSTRAINT_FLAGS
 from tomgym.envs.seeding import derive_seed
 from tomgym.rewards import RewardComposer
 from tomgym.training.eval.validation import ScoredGame, format_table, validation_table
+from tomgym.training.rl.anchored import AnchoredPolicy, draw_anchors
 from tomgym.training.rl.episodes import (
     Episode,
     EpisodePlayer,
@@ -328,14 +329,37 @@ class TrainingSession:
         The model plays every member but the last `teacher_episodes_per_group` of each group,
         which the scripted teacher plays (`teacher_episodes`) on the same row.
         """
-        k = self.cfg.teacher_episodes_per_group
+        cfg = self.cfg
+        anchors = draw_anchors(
+            [game_id for game_id, _row, _seed in games],
+            cfg.num_generations,
+            cfg.teacher_prefix_turns,
+            seed=cfg.seed,
+        )
+        k = cfg.teacher_episodes_per_group
         if not k:
-            return self.player.play(games)
-        first_guided = self.cfg.num_generations - k
+            return self.model_episodes(games, anchors)
+        first_guided = cfg.num_generations - k
         guided = [m >= first_guided for m in group_members([row for _gid, row, _seed in games])]
-        own = iter(self.player.play([g for g, t in zip(games, guided, strict=True) if not t]))
+        own = iter(
+            self.model_episodes([g for g, t in zip(games, guided, strict=True) if not t], anchors)
+        )
         taught = iter(self.teacher_episodes([g for g, t in zip(games, guided, strict=True) if t]))
         return [next(taught) if t else next(own) for t in guided]
+
+    def model_episodes(
+        self, games: Sequence[tuple[str, GameRow, int]], anchors: Mapping[str, int]
+    ) -> list[Episode]:
+        """The model's episodes of `games`; a game with an anchor k > 0 is opened by the
+        scripted teacher's first k turns (`training.rl.anchored`)."""
+        if not any(anchors.get(game_id) for game_id, _row, _seed in games):
+            return self.player.play(games)
+        seat = AnchoredPolicy(self.trainable, self.scripted_teacher(), anchors)
+        return self.player.play_as(seat, self.trainable.take_episode, games)
+
+    def scripted_teacher(self) -> Policy:
+        """A fresh scripted `sft_teacher` for the trained agent's seat."""
+        return build_opponent(f"scripted:{self.cfg.sft_teacher}", seed=self.cfg.seed, model_path="")
 
     def teacher_episodes(self, games: Sequence[tuple[str, GameRow, int]]) -> list[Episode]:
         """Games played by the scripted `sft_teacher` in the trained agent's seat, as episodes.
@@ -346,9 +370,7 @@ class TrainingSession:
         """
         if not games:
             return []
-        teacher = TranscriptRecorder(
-            build_opponent(f"scripted:{self.cfg.sft_teacher}", seed=self.cfg.seed, model_path="")
-        )
+        teacher = TranscriptRecorder(self.scripted_teacher())
 
         def tokens_of(game_id: str) -> EpisodeTokens | None:
             chat = teacher.take_chat(game_id)
@@ -415,20 +437,25 @@ class TrainingSession:
                     "reward function got no 'episode'/'dropped' rows from the rollout"
                 )
             log_metric = kwargs.get("log_metric")
-            # The components logged are the model's episodes' (the teacher's would flatter them).
+            # The components logged are the model's own episodes'; the teacher's, and those the
+            # teacher opened, are logged apart (either would flatter the model's).
             taught = kwargs.get("teacher") or [False] * len(records)
+            opened = kwargs.get("anchored") or [False] * len(records)
             totals: list[float | None] = []
             parts: dict[str, list[float]] = {}
             accept: list[float] = []
-            for record, why_dropped, teacher in zip(records, dropped, taught, strict=True):
+            for record, why_dropped, teacher, anchored in zip(
+                records, dropped, taught, opened, strict=True
+            ):
                 if why_dropped:
                     totals.append(None)
                     accept.append(0.0)
                     continue
                 total, components = self.composer(record)  # raises on NaN/inf, naming the part
                 totals.append(total)
+                apart = "teacher/" if teacher else "anchored/" if anchored else ""
                 for name, value in components.items():
-                    parts.setdefault(f"teacher/{name}" if teacher else name, []).append(value)
+                    parts.setdefault(f"{apart}{name}", []).append(value)
                 accepted = components.get(cfg.accept_component)
                 if accepted is None:
                     accepted = self.composer.components(record).get(cfg.accept_component, 0.0)
@@ -439,7 +466,9 @@ class TrainingSession:
             if log_metric is not None:
                 for name, values in parts.items():
                     key = (
-                        name if name.startswith(("outcome/", "teacher/")) else f"components/{name}"
+                        name
+                        if name.startswith(("outcome/", "teacher/", "anchored/"))
+                        else f"components/{name}"
                     )
                     log_metric(key, sum(values) / len(values))
                 log_metric(
@@ -547,7 +576,7 @@ class TranscriptRecorder(BasePolicy):
     def act_batch(self, turns: Sequence[Turn]) -> list[str]:
         answers = self.inner.act_batch(turns)
         for turn, answer in zip(turns, answers, strict=True):
-            if turn.side_question or int(turn.observation.get("side_question", 0) or 0):
+            if turn.is_side_question:
                 continue
             chat = self.chats.setdefault(turn.game_id, [])
             if not chat and turn.observation.get("system"):

@@ -118,6 +118,11 @@ def test_overrides_are_parsed_by_field_type() -> None:
             {"teacher_episodes_per_group": 1, "generation_backend": "vllm"},
             "the teacher's turns have no sampling log-probs",
         ),
+        ({"teacher_prefix_turns": [0, -1]}, "teacher_prefix_turns must be >= 0, got [0, -1]"),
+        (
+            {"teacher_prefix_turns": [1], "method": "rejection_sft"},
+            "teacher_prefix_turns anchors Dr. GRPO groups",
+        ),
         ({"num_iterations": 0}, "num_iterations: must be >= 1, got 0"),
         ({"beta": -0.1}, "beta: must be >= 0.0, got -0.1"),
         (

@@ -623,6 +623,55 @@ def test_demo_sized_guided_groups_have_reward_variance_for_a_model_that_never_fo
     assert zero_variance_groups(totals, cfg.num_generations) == 0.0
 
 
+def test_teacher_anchored_groups_open_the_models_episodes_with_the_teachers_turns(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """`teacher_prefix_turns: [1]`: in a real rollout, the scripted teacher answers the first
+    turn of every model episode (a valid protocol answer, out of the loss) and the model the
+    rest; the guided member is the teacher's whole game; the rewards of opened episodes are
+    logged apart from the model's own."""
+    from tomgym.training.rl.episodes import group_games, trl_batch
+    from tomgym.training.rl.trainer import TrainingSession, load_model
+
+    cfg = make_config(
+        tmp_path,
+        tiny_model_dir,
+        teacher_prefix_turns=[1],
+        teacher_episodes_per_group=1,
+        env_config={"max_attacker_turns": 3, "max_retries": 1},
+    )
+    session = TrainingSession(cfg)
+    session.trainable.set_generate(
+        session.make_generate(load_model(cfg, session.model_path), cfg.temperature)
+    )
+    prompts = [row.encode() for row in session.rows[:2] for _ in range(cfg.num_generations)]
+    episodes = session.play_groups(
+        group_games(prompts, tag="anc", base_seed=cfg.seed, shared_seed=cfg.shared_seed_in_group)
+    )
+    assert [ep.teacher for ep in episodes] == [False, True, False, True]
+    for ep in episodes:
+        answers = [t for t in ep.record["turns"] if t["agent"] == "defender_0"]
+        tokens = ep.tokens
+        assert tokens.given_turns == (0 if ep.teacher else 1)
+        if ep.teacher:
+            continue
+        assert answers[0]["valid"], answers[0]["raw"]  # the teacher's answer parses
+        said = [m["content"] for m in tokens.messages if m["role"] == "assistant"]
+        assert said == [a["raw"] for a in answers] and len(said) >= 2, ep.record["turns"]
+        assert sum(tokens.env_mask) == tokens.sampled_tokens - tokens.forced_tokens > 0
+    batch, metrics = trl_batch(episodes, session.renderer)
+    assert batch["anchored"] == [True, False, True, False]
+    assert metrics["rollout/anchored_episodes"] == 2.0 and metrics["rollout/given_turns"] == 2.0
+
+    logged: dict[str, float] = {}
+    session.make_reward_func()(
+        prompts, [], [], **{k: batch[k] for k in ("episode", "dropped", "teacher", "anchored")},
+        log_metric=logged.__setitem__,
+    )  # fmt: skip
+    assert "anchored/outcome/fooled" in logged and "teacher/outcome/fooled" in logged
+    assert "outcome/fooled" not in logged  # no episode was the model's from its first turn
+
+
 def test_format_constrained_rollouts_keep_the_template_and_leave_forced_ids_out_of_the_loss(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
