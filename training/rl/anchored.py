@@ -13,8 +13,9 @@ often and the group's advantages speak about those turns.
   nothing there, so neither the loss nor its advantage reaches those tokens); the model answers
   every later turn as in an ordinary rollout. Games without an anchor are ordinary rollouts.
 - `draw_anchors`: one anchor per group, drawn from `TrainConfig.teacher_prefix_turns` by a
-  derived seed, so a resumed run draws the same and every model member of a group starts the
-  same way (the group compares continuations, not starts).
+  derived seed, so a resumed run draws the same, and every model member of a group plays on
+  after as many of the teacher's turns (the group compares continuations, not starts; the
+  teacher's turns themselves may differ with each member's attacker seed).
 
 Evaluation never anchors: the defender is always scored playing every turn itself.
 """
