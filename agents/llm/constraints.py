@@ -502,17 +502,41 @@ class ReplyBranchConstraint:
     ) -> None:
         self.table = table
         self.levels = tuple(levels)
-        self.paths = {n: p for n, p in paths.items() if _name_like(n)}
+        self.paths = {n: p for n, p in paths.items() if _name_like(n) or _marked(n)}
+        self.level_names = {
+            normalise_name(level): tuple(n for n, p in self.paths.items() if len(p) == depth + 1)
+            for depth, level in enumerate(self.levels)
+        }
+        self._level_slot = _level_slot_pattern(self.level_names)
 
-    def _ruled_out(self, belief: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(names the belief rules out, names it allows), each sorted."""
+    def _ruled_out(
+        self, belief: Mapping[str, Any], slot: str | None = None
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(names the belief rules out, names it allows), each sorted; inside an open level
+        slot (`slot`, "The battalion is ..."), only that level's names on either side."""
         known = [belief.get(level) if isinstance(belief.get(level), str) else None
                  for level in self.levels]  # fmt: skip
+        names = self.level_names[slot] if slot is not None else self.paths
         out, kept = [], []
-        for name, path in self.paths.items():
+        for name in names:
+            path = self.paths[name]
             clash = any(k is not None and k != v for k, v in zip(known, path, strict=False))
             (out if clash else kept).append(name)
         return tuple(sorted(out)), tuple(sorted(kept))
+
+    def _open_slot(self, reply: str) -> str | None:
+        """The level whose slot the reply is filling ("The battalion is 2"), or None: right
+        after "<level> is", up to the end of the name begun there."""
+        if self._level_slot is None:
+            return None
+        slots = list(self._level_slot.finditer(reply))
+        if not slots:
+            return None
+        level = normalise_name(slots[-1].group(1))
+        after = reply[slots[-1].end() :]
+        if after.strip() and not any(n.startswith(after.lstrip()) for n in self.paths):
+            return None  # the slot's word left every name: the rule reads the reply at large
+        return level
 
     def allowed(self, completion_ids: list[int]) -> Sequence[int] | None:
         if not completion_ids or not self.paths:
@@ -529,7 +553,7 @@ class ReplyBranchConstraint:
             return None
         if not isinstance(belief, dict):
             return None
-        out, kept = self._ruled_out(belief)
+        out, kept = self._ruled_out(belief, self._open_slot(reply))
         if not out:
             return None
         head = _name_head(reply, (*out, *kept))
@@ -543,16 +567,27 @@ def _at_word_start(reply: str) -> bool:
 
 def _name_head(reply: str, names: Sequence[str]) -> str:
     """The end of `reply` a next token would carry on: the longest one that starts a word and
-    begins a name ("Gulf Co"), else the word under way ("" after a space or punctuation)."""
+    begins a name ("Gulf Co", "staging-in"), else the word under way ("" after a space or
+    punctuation)."""
     for start in range(len(reply)):
-        if _starts_word(reply, start) and any(n.startswith(reply[start:]) for n in names):
+        at_word = start == 0 or not _is_word_char(reply[start - 1])
+        if at_word and reply[start].isalnum() and any(n.startswith(reply[start:]) for n in names):
             return reply[start:]
     return _last_word(reply)
 
 
-def _alone_in_sentence(word: str) -> bool:
-    """A sentence word is free while it is alone ("Great ..."), not once a name's next word
-    follows it ("Great Lakes")."""
+def _marked(text: str) -> bool:
+    """Whether `text` reads as an identifier, not a word: a hyphen or a digit in it
+    ("staging-ingest-37", "eu-west-1"). Lower-case names count as names from there on."""
+    return any(char.isdigit() or char == "-" for char in text)
+
+
+def _free_word(word: str) -> bool:
+    """A word the branch rule never stops: a sentence word alone ("Great ...", not once a
+    name's next word follows it: "Great Lakes"), or a lower-case word not yet marked as an
+    identifier ("staging" may be English; "staging-" is a name under way)."""
+    if not _name_like(word.strip()) and not _marked(word):
+        return True
     return " " not in word.strip() and _opens_sentence(word)
 
 
@@ -591,7 +626,7 @@ def _off_branch_tokens(
             readings = [head + text] if head else [text]
         if any(_on_a_name(word, kept) for word in readings):
             continue
-        if any(_on_a_name(word, out) and not _alone_in_sentence(word) for word in readings):
+        if any(_on_a_name(word, out) and not _free_word(word) for word in readings):
             banned.update(ids[text])
     return tuple(sorted(banned))
 

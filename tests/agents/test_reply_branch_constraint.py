@@ -77,6 +77,27 @@ def _rule(tokenizer: Any) -> ReplyBranchConstraint:
     return ReplyBranchConstraint(token_table(tokenizer), LEVELS, PATHS)
 
 
+def _paths(universe: Universe) -> dict[str, tuple[str, ...]]:
+    return {
+        name: (*universe.ancestors(name), name)
+        for depth in range(3)
+        for name in universe.nodes(depth)
+    }
+
+
+def _blocked_in(
+    tokenizer: Any, rule: ReplyBranchConstraint, belief: Any, reply: str, name: str
+) -> int | None:
+    """`_blocked_at` under another universe's `rule`."""
+    ids = tokenizer.encode(_open(belief) + reply)
+    for index, token in enumerate(tokenizer.encode(" " + name)):
+        answer = rule.allowed(ids)
+        if answer is not None and token in set(answer):
+            return index
+        ids = [*ids, token]
+    return None
+
+
 def _banned(tokenizer: Any, belief: Any, reply: str) -> set[int]:
     answer = _rule(tokenizer).allowed(tokenizer.encode(_open(belief) + reply))
     assert answer is None or isinstance(answer, Excluded)
@@ -124,6 +145,57 @@ def test_a_word_under_way_cannot_carry_on_into_a_ruled_out_name(loaded) -> None:
     assert _opener(tokenizer, "Redcliff Mall") in _banned(tokenizer, KNOWS_REGION, "It is Great")
     # A name opened bare after punctuation is checked too.
     assert _opener(tokenizer, "Redcliff", spaced=False) in _banned(tokenizer, KNOWS_REGION, "(")
+
+
+def _benchmark_rule(tokenizer: Any, scenario: str) -> tuple[ReplyBranchConstraint, Any]:
+    """The rule over one bundled benchmark scenario's universe, and the scenario."""
+    from tomgym.envs.tomsb.benchmark import load_benchmark
+
+    found = load_benchmark(0).by_id(scenario)
+    universe = found.universe
+    return ReplyBranchConstraint(token_table(tokenizer), universe.levels, _paths(universe)), found
+
+
+def test_lower_case_identifier_names_are_held_to_the_branch_from_their_first_mark(
+    loaded,
+) -> None:
+    """Names written in lower case (cloud regions and clusters) are names from their first
+    hyphen or digit on; before it the word may still be English. The warm start once wrote
+    "the cluster is staging-ingest-37", a cluster of another region than the one its belief
+    had just stated, and no rule stopped it."""
+    _, tokenizer = loaded
+    rule, scenario = _benchmark_rule(tokenizer, "tomsb-cloud_infrastructure-002-p2")
+    universe = scenario.universe
+    knows = scenario.prior_dict()
+    assert knows == {"provider": "Silverline Cloud", "region": "ap-northeast-1", "cluster": None}
+    assert universe.ancestors("staging-ingest-37") == ["Silverline Cloud", "eu-west-1"]
+    said = "The region is ap-northeast-1 and the cluster is"
+    assert _blocked_in(tokenizer, rule, knows, said, "staging-ingest-37") is not None
+    assert _blocked_in(tokenizer, rule, knows, "It is in", "eu-west-1") is not None
+    for kept in universe.nodes(2):
+        if universe.ancestors(kept)[1] == "ap-northeast-1":
+            assert _blocked_in(tokenizer, rule, knows, said, kept) is None, kept
+    for word in ("staging", "edge", "production", "still"):  # words, until a mark makes a name
+        assert _blocked_in(tokenizer, rule, knows, "That is the", word) is None, word
+
+
+def test_a_level_slot_is_held_to_that_levels_names_on_the_branch(loaded) -> None:
+    """In "The battalion is 2...", the known brigade "23rd Armored Brigade", which also begins
+    with "2", once let a battalion of another brigade through; in the slot only battalions
+    count, so the digit is cut at once."""
+    _, tokenizer = loaded
+    rule, scenario = _benchmark_rule(tokenizer, "tomsb-military-002-p2")
+    knows = scenario.prior_dict()
+    assert knows["brigade"] == "23rd Armored Brigade"
+    assert scenario.universe.ancestors("2nd Signal Battalion")[1] != "23rd Armored Brigade"
+    at = _blocked_in(tokenizer, rule, knows, "The battalion is", "2nd Signal Battalion")
+    assert at is not None
+    assert tokenizer.decode(tokenizer.encode(" 2nd Signal Battalion")[: at + 1]).strip() == "2"
+    for kept in scenario.universe.nodes(2):
+        if scenario.universe.ancestors(kept)[1] == "23rd Armored Brigade":
+            assert _blocked_in(tokenizer, rule, knows, "The battalion is", kept) is None, kept
+    # Out of the slot, the known brigade's name is free as before.
+    assert _blocked_in(tokenizer, rule, knows, "Yes,", "23rd Armored Brigade") is None
 
 
 def test_only_a_filled_level_rules_names_out(loaded) -> None:
