@@ -52,6 +52,9 @@ Contract:
   into, a universe name that `attacker_belief_about_target` rules out (another value of a level
   it fills, or a name under one), unless the word also begins a name the belief allows or is a
   sentence word on its own. A belief not yet written, unreadable or all null rules nothing out.
+  Lower-case identifier names ("staging-ingest-37") count from their first hyphen or digit
+  (before it the word may be English); inside a level slot ("The battalion is ...") only that
+  level's names count, allowed or ruled out.
 - `AnswerFormatConstraint` keeps the whole answer inside its role's template
   (`answer_template`, written by the protocol's own encoder `answer_defender` /
   `answer_attacker` with a marker in each slot): one JSON object, the encoder's keys in order
@@ -490,8 +493,10 @@ class ReplyBranchConstraint:
     chosen, then told), no word may open, or carry on into, a universe
     name that the stated belief rules out (`_ruled_out`: another value on a level the belief
     fills, or a name under another value of such a level) unless it is also the beginning of a
-    name the belief allows or of a sentence word. Which name to say, the true one included,
-    stays the model's. A belief that is missing, unreadable or all null rules nothing out.
+    name the belief allows or of a sentence word. Names in lower case count once they show a
+    hyphen or a digit (`_marked`); inside an open level slot (`_open_slot`) only that level's
+    names count on either side. Which name to say, the true one included, stays the model's. A
+    belief that is missing, unreadable or all null rules nothing out.
     """
 
     def __init__(
