@@ -327,7 +327,9 @@ class TrainingSession:
         """Play groups of games (each row's members in a row), one Episode per game, in order.
 
         The model plays every member but the last `teacher_episodes_per_group` of each group,
-        which the scripted teacher plays (`teacher_episodes`) on the same row.
+        which the scripted teacher plays (`teacher_episodes`) on the same row; with
+        `teacher_prefix_turns`, the teacher also opens the model's members of each group with
+        the group's drawn number of turns (`model_episodes`).
         """
         cfg = self.cfg
         anchors = draw_anchors(
