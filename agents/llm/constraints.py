@@ -52,9 +52,8 @@ Contract:
   into, a universe name that `attacker_belief_about_target` rules out (another value of a level
   it fills, or a name under one), unless the word also begins a name the belief allows or is a
   sentence word on its own. A belief not yet written, unreadable or all null rules nothing out.
-  Lower-case identifier names ("staging-ingest-37") count from their first hyphen or digit
-  (before it the word may be English); inside a level slot ("The battalion is ...") only that
-  level's names count, allowed or ruled out.
+  Inside a level slot ("The battalion is ...") only that level's names count, allowed or ruled
+  out. Names in lower case ("staging-ingest-37") are left alone, as by the spelling rule.
 - `AnswerFormatConstraint` keeps the whole answer inside its role's template
   (`answer_template`, written by the protocol's own encoder `answer_defender` /
   `answer_attacker` with a marker in each slot): one JSON object, the encoder's keys in order
@@ -493,10 +492,9 @@ class ReplyBranchConstraint:
     chosen, then told), no word may open, or carry on into, a universe
     name that the stated belief rules out (`_ruled_out`: another value on a level the belief
     fills, or a name under another value of such a level) unless it is also the beginning of a
-    name the belief allows or of a sentence word. Names in lower case count once they show a
-    hyphen or a digit (`_marked`); inside an open level slot (`_open_slot`) only that level's
-    names count on either side. Which name to say, the true one included, stays the model's. A
-    belief that is missing, unreadable or all null rules nothing out.
+    name the belief allows or of a sentence word. Inside an open level slot (`_open_slot`) only
+    that level's names count on either side. Which name to say, the true one included, stays
+    the model's. A belief that is missing, unreadable or all null rules nothing out.
     """
 
     def __init__(
@@ -507,7 +505,7 @@ class ReplyBranchConstraint:
     ) -> None:
         self.table = table
         self.levels = tuple(levels)
-        self.paths = {n: p for n, p in paths.items() if _name_like(n) or _marked(n)}
+        self.paths = {n: p for n, p in paths.items() if _name_like(n)}
         self.level_names = {
             normalise_name(level): tuple(n for n, p in self.paths.items() if len(p) == depth + 1)
             for depth, level in enumerate(self.levels)
@@ -572,27 +570,16 @@ def _at_word_start(reply: str) -> bool:
 
 def _name_head(reply: str, names: Sequence[str]) -> str:
     """The end of `reply` a next token would carry on: the longest one that starts a word and
-    begins a name ("Gulf Co", "staging-in"), else the word under way ("" after a space or
-    punctuation)."""
+    begins a name ("Gulf Co"), else the word under way ("" after a space or punctuation)."""
     for start in range(len(reply)):
-        at_word = start == 0 or not _is_word_char(reply[start - 1])
-        if at_word and reply[start].isalnum() and any(n.startswith(reply[start:]) for n in names):
+        if _starts_word(reply, start) and any(n.startswith(reply[start:]) for n in names):
             return reply[start:]
     return _last_word(reply)
 
 
-def _marked(text: str) -> bool:
-    """Whether `text` reads as an identifier, not a word: a hyphen or a digit in it
-    ("staging-ingest-37", "eu-west-1"). Lower-case names count as names from there on."""
-    return any(char.isdigit() or char == "-" for char in text)
-
-
-def _free_word(word: str) -> bool:
-    """A word the branch rule never stops: a sentence word alone ("Great ...", not once a
-    name's next word follows it: "Great Lakes"), or a lower-case word not yet marked as an
-    identifier ("staging" may be English; "staging-" is a name under way)."""
-    if not _name_like(word.strip()) and not _marked(word):
-        return True
+def _alone_in_sentence(word: str) -> bool:
+    """A sentence word is free while it is alone ("Great ..."), not once a name's next word
+    follows it ("Great Lakes")."""
     return " " not in word.strip() and _opens_sentence(word)
 
 
@@ -631,7 +618,7 @@ def _off_branch_tokens(
             readings = [head + text] if head else [text]
         if any(_on_a_name(word, kept) for word in readings):
             continue
-        if any(_on_a_name(word, out) and not _free_word(word) for word in readings):
+        if any(_on_a_name(word, out) and not _alone_in_sentence(word) for word in readings):
             banned.update(ids[text])
     return tuple(sorted(banned))
 
