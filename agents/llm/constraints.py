@@ -318,13 +318,11 @@ class ReplyNameConstraint:
     def _slot_answer(self, reply: str) -> Sequence[int] | None:
         """What may come next inside a level slot ("The team is <name>"): the level's names
         only, from the name's first character; None when the reply is in no open slot."""
-        if self._level_slot is None:
+        slot = _last_slot(self._level_slot, reply)
+        if slot is None:
             return None
-        slots = list(self._level_slot.finditer(reply))
-        if not slots:
-            return None
-        names = self.level_names[normalise_name(slots[-1].group(1))]
-        after = reply[slots[-1].end() :]
+        level, after = slot
+        names = self.level_names[level]
         if after in ("", " "):  # the name's first token comes next (space-led after "is")
             return Excluded(_off_level_openers(self.table, names, spaced=not after)) or None
         fragment = after[1:]
@@ -396,6 +394,15 @@ def _level_slot_pattern(level_names: Mapping[str, Sequence[str]]) -> re.Pattern[
         return None
     alternatives = "|".join(r"\s+".join(map(re.escape, level.split())) for level in levels)
     return re.compile(r"(?i)\b(" + alternatives + r")\s+is(?![\w'-])")
+
+
+def _last_slot(pattern: re.Pattern[str] | None, reply: str) -> tuple[str, str] | None:
+    """The reply's last "<level> is" (`_level_slot_pattern`): the level (`normalise_name` key)
+    and the text written after it; None without one."""
+    slots = list(pattern.finditer(reply)) if pattern is not None else []
+    if not slots:
+        return None
+    return normalise_name(slots[-1].group(1)), reply[slots[-1].end() :]
 
 
 @lru_cache(maxsize=1024)
@@ -530,13 +537,10 @@ class ReplyBranchConstraint:
     def _open_slot(self, reply: str) -> str | None:
         """The level whose slot the reply is filling ("The battalion is 2"), or None: right
         after "<level> is", up to the end of the name begun there."""
-        if self._level_slot is None:
+        slot = _last_slot(self._level_slot, reply)
+        if slot is None:
             return None
-        slots = list(self._level_slot.finditer(reply))
-        if not slots:
-            return None
-        level = normalise_name(slots[-1].group(1))
-        after = reply[slots[-1].end() :]
+        level, after = slot
         if after.strip() and not any(n.startswith(after.lstrip()) for n in self.paths):
             return None  # the slot's word left every name: the rule reads the reply at large
         return level

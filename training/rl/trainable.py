@@ -130,7 +130,7 @@ class TrainablePolicy(BasePolicy):
             ep = self.episode(turn.game_id)
             if turn.is_side_question:
                 ep.side_questions += 1
-                context = ep.context() + self._user_ids(ep, turn)
+                context = ep.context() + self._user_ids(ep, *self._message(turn))
                 jobs.append((i, turn, ep, context, self.max_turn_tokens, True))
                 continue
             self._open_turn(ep, turn)
@@ -195,10 +195,9 @@ class TrainablePolicy(BasePolicy):
         message = str(obs.get("message", "") or "") or str(obs.get("prompt", ""))
         return str(obs.get("system", "") or ""), message
 
-    def _user_ids(self, ep: EpisodeTokens, turn: Turn) -> list[int]:
-        """The ids the turn's message adds to the game's sequence (the whole first prompt, or
+    def _user_ids(self, ep: EpisodeTokens, system: str, message: str) -> list[int]:
+        """The ids a turn's message adds to the game's sequence (the whole first prompt, or
         the glue after the last answer)."""
-        system, message = self._message(turn)
         if ep.started:
             return self.renderer.user_suffix_ids(system, message)
         return self.renderer.first_turn_ids(system, message)
@@ -206,7 +205,7 @@ class TrainablePolicy(BasePolicy):
     def _open_turn(self, ep: EpisodeTokens, turn: Turn) -> None:
         """Append a main turn's message to the sequence (mask 0) and the chat."""
         system, message = self._message(turn)
-        new_ids = self._user_ids(ep, turn)
+        new_ids = self._user_ids(ep, system, message)
         if ep.started:
             ep.extend(new_ids, 0)
         else:
