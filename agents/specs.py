@@ -71,6 +71,7 @@ BACKEND_OPTION_TYPES: dict[str, dict[str, type]] = {
         "constrain_beliefs": bool,
         "constrain_replies": bool,
         "constrain_branches": bool,
+        "constrain_story": bool,
         "packed_linear": bool,
     },
     "vllm": {

@@ -46,7 +46,9 @@ belief values were constrained (`constrain_beliefs`: `constrain_beliefs=true` de
 the universe's names in the rollouts and in every model stage's evaluation, whose folders then end
 in `_constrained`), whether the names in replies were kept spelled exactly (`constrain_replies`;
 folders end in `_names`), whether whole answers were kept inside the protocol's JSON template
-(`constrain_format`; folders end in `_format`) and `policy_specs`.
+(`constrain_format`; folders end in `_format`), whether a defender's plan and reply were held
+to its stated belief (`constrain_branches`; `_branches`) and to the one path its first decoy
+opens (`constrain_story`; `_story`) and `policy_specs`.
 
     python -m bench.bench_learning [--reward fooling_tom|fooling|tom] [--steps 8]
         [--eval-games 20] [--eval-episodes 1] [--sampled-episodes 0] [--sampled-temperature T]

@@ -53,7 +53,14 @@ Contract:
   it fills, or a name under one), unless the word also begins a name the belief allows or is a
   sentence word on its own. A belief not yet written, unreadable or all null rules nothing out.
   Inside a level slot ("The battalion is ...") only that level's names count, allowed or ruled
-  out. Names in lower case ("staging-ingest-37") are left alone, as by the spelling rule.
+  out. Names in lower case ("staging-ingest-37") are left alone, as by the spelling rule. With
+  the story rule on (`constrain_story`; the defender's true path from its view), the plan and
+  reply are held to one path too: the first decoy they write whole (a name off the true path)
+  fixes its own path, and a name off it is ruled out from then on, so "say Magnolia Court for
+  the street and 161 Hawthorn Crescent for the house" (a house on the true street) cannot be
+  finished (8-9 of 29 lost games of the levels-1-2 warm start told such a story); true values
+  fix nothing, so the truth stays sayable and the first decoy stays the model's choice. Only
+  the answer being written is read: a decoy named in an earlier turn does not bind.
 - `AnswerFormatConstraint` keeps the whole answer inside its role's template
   (`answer_template`, written by the protocol's own encoder `answer_defender` /
   `answer_attacker` with a marker in each slot): one JSON object, the encoder's keys in order
@@ -66,7 +73,8 @@ Contract:
   the tokens that would close it onto anything but the next key; at every other point the list
   of tokens that continue the template. The masks are computed once per automaton state and
   shared by every turn in the same universe (`AnswerGrammar`, cached per tokenizer). Not
-  expressed: that the named values form one path, or the attacker's "detected means trust 0".
+  expressed there: that the named values form one path (`constrain_story` holds the plan and
+  reply to it), or the attacker's "detected means trust 0".
   A choice whose remaining text is non-ASCII is left to the model (a UTF-8 character may be
   split across tokens), and a model that reasons before answering (`<think>`) must leave it off.
 - `AllOf(rules)`: several constraints at once (the format, the reply names): allowed lists
@@ -492,7 +500,8 @@ _BELIEF_OBJECT = re.compile(r'["\']' + re.escape(DEFENDER_FIELDS[0]) + r'["\']\s
 
 
 class ReplyBranchConstraint:
-    """Names in a defender's reply on the branch its own belief states (see module doc).
+    """Names in a defender's plan and reply on one branch: the one its own belief states, and
+    (with `truth`) the one its first decoy opens (see module doc).
 
     The answer states what the attacker knows (`attacker_belief_about_target`) before it
     plans and replies; inside the open `"reflection"` and `"reply"` strings (where the lie is
@@ -501,7 +510,15 @@ class ReplyBranchConstraint:
     fills, or a name under another value of such a level) unless it is also the beginning of a
     name the belief allows or of a sentence word. Inside an open level slot (`_open_slot`) only
     that level's names count on either side. Which name to say, the true one included, stays
-    the model's. A belief that is missing, unreadable or all null rules nothing out.
+    the model's. A belief that is missing, unreadable or all null rules nothing out; with
+    `belief=False` the stated belief is not read at all.
+
+    With the defender's true path (`truth`, levels top first), the story the answer tells is
+    held too: a whole name written in the plan or reply that is off the true path (a decoy)
+    fixes its own path, and from then on a name off that path is ruled out as if the belief
+    had stated it ("say Magnolia Court for the street and 161 Hawthorn Crescent for the house"
+    cannot be finished: that house lies on another street). True values fix nothing, so the
+    model may still name the truth, and the first decoy it writes stays its own choice.
     """
 
     def __init__(
@@ -509,6 +526,9 @@ class ReplyBranchConstraint:
         table: TokenTable,
         levels: Sequence[str],
         paths: Mapping[str, tuple[str, ...]],
+        *,
+        belief: bool = True,
+        truth: Sequence[str] = (),
     ) -> None:
         self.table = table
         self.levels = tuple(levels)
@@ -518,14 +538,17 @@ class ReplyBranchConstraint:
             for depth, level in enumerate(self.levels)
         }
         self._level_slot = _level_slot_pattern(self.level_names)
+        self.belief = belief
+        self.truth = tuple(truth)
+        self._decoys = frozenset(n for n, p in self.paths.items() if p != self.truth[: len(p)])
+        self._whole_names = _whole_names_pattern(list(self.paths)) if self.truth else None
 
     def _ruled_out(
-        self, belief: Mapping[str, Any], slot: str | None = None
+        self, known: Sequence[str | None], slot: str | None = None
     ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(names the belief rules out, names it allows), each sorted; inside an open level
-        slot (`slot`, "The battalion is ..."), only that level's names on either side."""
-        known = [belief.get(level) if isinstance(belief.get(level), str) else None
-                 for level in self.levels]  # fmt: skip
+        """(names off the `known` values, one per level or None; names on them), each sorted;
+        inside an open level slot (`slot`, "The battalion is ..."), only that level's names on
+        either side."""
         names = self.level_names[slot] if slot is not None else self.paths
         out, kept = [], []
         for name in names:
@@ -533,6 +556,32 @@ class ReplyBranchConstraint:
             clash = any(k is not None and k != v for k, v in zip(known, path, strict=False))
             (out if clash else kept).append(name)
         return tuple(sorted(out)), tuple(sorted(kept))
+
+    def _stated_belief(self, answer: str) -> list[str | None] | None:
+        """The values the answer's last belief object states, one per level (None where null);
+        None when there is none or it cannot be read."""
+        stated = [m.group(1) for m in _BELIEF_OBJECT.finditer(answer)]
+        try:
+            belief = json.loads(stated[-1]) if stated else None
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(belief, dict):
+            return None
+        return [v if isinstance(v := belief.get(level), str) else None for level in self.levels]
+
+    def _told(self, known: list[str | None], story: str) -> list[str | None]:
+        """`known` with the path of every decoy the plan and reply have written whole (in
+        order; one that clashes with what is fixed already is passed over)."""
+        if self._whole_names is None:
+            return known
+        for match in self._whole_names.finditer(story):
+            if match.group(0) not in self._decoys:
+                continue  # the truth fixes nothing: naming it stays the model's choice
+            path = self.paths[match.group(0)]
+            if any(k is not None and k != v for k, v in zip(known, path, strict=False)):
+                continue
+            known[: len(path)] = path
+        return known
 
     def _open_slot(self, reply: str) -> str | None:
         """The level whose slot the reply is filling ("The battalion is 2"), or None: right
@@ -553,19 +602,27 @@ class ReplyBranchConstraint:
         if opened is None:
             return None
         reply = text[opened:]
-        stated = [m.group(1) for m in _BELIEF_OBJECT.finditer(text[:opened])]
-        try:
-            belief = json.loads(stated[-1]) if stated else None
-        except json.JSONDecodeError:
-            return None
-        if not isinstance(belief, dict):
-            return None
-        out, kept = self._ruled_out(belief, self._open_slot(reply))
+        known: list[str | None] = [None] * len(self.levels)
+        if self.belief:
+            known = self._stated_belief(text[:opened]) or known
+        first_string = _OPEN_PLAN_OR_REPLY.search(text)
+        known = self._told(known, text[first_string.end() if first_string else opened :])
+        out, kept = self._ruled_out(known, self._open_slot(reply))
         if not out:
             return None
         head = _name_head(reply, (*out, *kept))
         banned = _off_branch_tokens(self.table, out, kept, head, _at_word_start(reply))
         return Excluded(banned) if banned else None
+
+
+def _whole_names_pattern(names: Sequence[str]) -> re.Pattern[str] | None:
+    """Matches any of `names` written whole: at a word start, followed by a character that ends
+    it (a name still being written is not whole yet), the longest first ("76 Magnolia Court" is
+    read as the house, not as the street inside it). None without names."""
+    if not names:
+        return None
+    alternatives = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
+    return re.compile(r"(?<![\w'-])(?:" + alternatives + r")(?=[^\w'-])")
 
 
 def _at_word_start(reply: str) -> bool:
@@ -676,6 +733,9 @@ class AnswerOptions:
     names: Mapping[str, Sequence[str]] = field(hash=False)
     paths: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
     """Each name's path from the top level down to it (itself last); empty when unknown."""
+    truth: tuple[str, ...] = ()
+    """The secret's true path, top level first, where the role knows it (a defender's view
+    holds `ground_truth`); empty otherwise."""
 
     def key(self) -> tuple[Any, ...]:
         return (self.role, tuple((level, tuple(n)) for level, n in self.names.items()))
@@ -693,7 +753,10 @@ def answer_options(observation: Mapping[str, Any]) -> AnswerOptions | None:
         return None
     names = {level: list(universe.nodes(depth)) for depth, level in enumerate(universe.levels)}
     paths = {name: (*universe.ancestors(name), name) for level in names.values() for name in level}
-    return AnswerOptions(role_from_observation(observation), names, paths)
+    truth = view.get("ground_truth")
+    leaf = truth.get(universe.levels[-1]) if isinstance(truth, dict) else None
+    secret = paths.get(leaf, ()) if isinstance(leaf, str) else ()
+    return AnswerOptions(role_from_observation(observation), names, paths, secret)
 
 
 def answer_template(role: str, names: Mapping[str, Sequence[str]]) -> tuple[_Part, ...]:
@@ -889,13 +952,15 @@ def answer_rules(
     beliefs: bool = True,
     replies: bool = False,
     branches: bool = False,
+    story: bool = False,
 ) -> list[TokenConstraint | None]:
     """One constraint per row (None where a row has no options): the answer's format
     (`AnswerFormatConstraint`, which keeps belief values among the names by itself), else the
     belief values alone (`BeliefNameConstraint`), and/or names in the reply
     (`ReplyNameConstraint`, over every level's names, each level's own after "<level> is"),
-    and/or, in a defender's reply, names on the branch its stated belief allows
-    (`ReplyBranchConstraint`), all applying together (`AllOf`)."""
+    and/or, in a defender's plan and reply, names on the branch its stated belief allows
+    (`branches`) and on the one path its first decoy opens (`story`; `ReplyBranchConstraint`),
+    all applying together (`AllOf`)."""
     table = token_table(tokenizer)
     rows: list[TokenConstraint | None] = []
     for option in options:
@@ -908,8 +973,13 @@ def answer_rules(
             if replies:
                 every_name = [n for level in option.names.values() for n in level]
                 rules.append(ReplyNameConstraint(table, every_name, option.names))
-            if branches and option.role == "defender" and option.paths:
-                rules.append(ReplyBranchConstraint(table, list(option.names), option.paths))
+            truth = option.truth if story else ()
+            if (branches or truth) and option.role == "defender" and option.paths:
+                rules.append(
+                    ReplyBranchConstraint(
+                        table, list(option.names), option.paths, belief=branches, truth=truth
+                    )
+                )
         rows.append(None if not rules else rules[0] if len(rules) == 1 else AllOf(rules))
     return rows
 
@@ -919,6 +989,7 @@ CONSTRAINT_FLAGS = (
     "constrain_beliefs",
     "constrain_replies",
     "constrain_branches",
+    "constrain_story",
 )
 """The switches a backend or generate function carries (each an attribute, default off)."""
 
@@ -936,7 +1007,7 @@ def generator_rules(
     no options were passed."""
     if options is None:
         return None
-    formats, beliefs, replies, branches = (
+    formats, beliefs, replies, branches, story = (
         bool(getattr(generator, f, False)) for f in CONSTRAINT_FLAGS
     )
     return answer_rules(
@@ -946,4 +1017,5 @@ def generator_rules(
         beliefs=beliefs,
         replies=replies,
         branches=branches,
+        story=story,
     )

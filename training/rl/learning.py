@@ -313,6 +313,7 @@ EVAL_FOLDER_SUFFIXES = {
     "constrain_replies": "_names",
     "constrain_format": "_format",
     "constrain_branches": "_branches",
+    "constrain_story": "_story",
 }
 """Per answer constraint (`CONSTRAINT_FLAGS`), the suffix it adds to the folder name of an
 evaluation run with it on; written in this order (the names cached evaluations already carry)."""

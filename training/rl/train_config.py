@@ -348,6 +348,16 @@ class TrainConfig(BaseModel):
         "benchmark's evaluations (policy option constrain_branches=true). Transformers "
         "rollouts only.",
     )
+    constrain_story: bool = _f(
+        False,
+        "Constrained decoding of the story a TOM-SB defender's reflection and reply tell: the "
+        "first decoy written whole there (a universe name off the true path) fixes its path, "
+        "and no word after it may open a name off that path (a house on another street than "
+        "the decoy street just named), so the lie stays one consistent path "
+        "(agents.llm.constraints.ReplyBranchConstraint), in rollouts and in the learning "
+        "benchmark's evaluations (policy option constrain_story=true). Transformers rollouts "
+        "only.",
+    )
     generation_backend: GenerationBackend = _f(
         "transformers",
         "Engine of the trained policy's rollouts: 'transformers' (the training model itself, "
