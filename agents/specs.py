@@ -72,6 +72,7 @@ BACKEND_OPTION_TYPES: dict[str, dict[str, type]] = {
         "constrain_replies": bool,
         "constrain_branches": bool,
         "constrain_story": bool,
+        "constrain_plan": bool,
         "packed_linear": bool,
     },
     "vllm": {

@@ -93,6 +93,18 @@ def _join(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+PLAN_OPENER = re.compile(r"\b(?:will|and) say\b")
+"""Where a plan's list of values begins ("I will say ...", "I will confirm it and say ..."),
+not "before I say anything"."""
+PLAN_JOINERS = (" and", ",")
+"""What joins two values of a plan's list (`_join`), before the space of the next one."""
+
+
+def plan_item(value: str, level: str) -> str:
+    """How a plan names the value it will say for a level: "Magnolia Court for the street"."""
+    return f"{value} for the {level}"
+
+
 # ---- reading the attacker ------------------------------------------------------------------------
 
 
@@ -321,9 +333,7 @@ class ScriptedDefender:
                 return "I will ask what they know before I say anything."
             return "I will ask whether they know more."
         confirmed = [d for d in range(DEPTH) if self.known.get(d) == self.plan[d]]
-        said = [
-            f"{self.plan[d]} for the {self.levels[d]}" for d in range(DEPTH) if d not in confirmed
-        ]
+        said = [plan_item(self.plan[d], self.levels[d]) for d in range(DEPTH) if d not in confirmed]
         if not said:
             return "I will confirm what they know."
         say = f"say {_join(said)}."

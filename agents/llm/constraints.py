@@ -61,6 +61,14 @@ Contract:
   finished (8-9 of 29 lost games of the levels-1-2 warm start told such a story); true values
   fix nothing, so the truth stays sayable and the first decoy stays the model's choice. Only
   the answer being written is read: a decoy named in an earlier turn does not bind.
+- `PlanConstraint` (`constrain_plan`) holds a defender's plan to the levels its stated belief
+  leaves unknown: after the plan's opener in the reflection (`PLAN_OPENER`: "I will say", "...
+  and say"), its i-th item ("<name> for the <level>", `plan_item`, joined by `PLAN_JOINERS`, the
+  scripted teacher's own phrase) must name a value of the i-th level the belief leaves null and
+  name its own level. The levels-1-2 warm start lost 10 of 29 games on a plan that named no
+  value ("say Accounting for the desk") and 8 on one that named a value of another level ("9th
+  Artillery Brigade for the battalion"), and its reply then said what the plan said.
+  Lower-case words stay free ("before I say anything"; the cloud universes' names).
 - `AnswerFormatConstraint` keeps the whole answer inside its role's template
   (`answer_template`, written by the protocol's own encoder `answer_defender` /
   `answer_attacker` with a marker in each slot): one JSON object, the encoder's keys in order
@@ -103,6 +111,7 @@ from functools import cached_property, lru_cache
 from typing import Any, Protocol
 from weakref import WeakKeyDictionary
 
+from tomgym.agents.tomsb_defenders import PLAN_JOINERS, PLAN_OPENER, plan_item
 from tomgym.envs.tomsb.game import MAX_TRUST, SIGNALS
 from tomgym.envs.tomsb.parsing import (
     ATTACKER_FIELDS,
@@ -557,18 +566,6 @@ class ReplyBranchConstraint:
             (out if clash else kept).append(name)
         return tuple(sorted(out)), tuple(sorted(kept))
 
-    def _stated_belief(self, answer: str) -> list[str | None] | None:
-        """The values the answer's last belief object states, one per level (None where null);
-        None when there is none or it cannot be read."""
-        stated = [m.group(1) for m in _BELIEF_OBJECT.finditer(answer)]
-        try:
-            belief = json.loads(stated[-1]) if stated else None
-        except json.JSONDecodeError:
-            return None
-        if not isinstance(belief, dict):
-            return None
-        return [v if isinstance(v := belief.get(level), str) else None for level in self.levels]
-
     def _told(self, known: list[str | None], story: str) -> list[str | None]:
         """`known` with the path of every decoy the plan and reply have written whole (in
         order; one that clashes with what is fixed already is passed over)."""
@@ -604,7 +601,7 @@ class ReplyBranchConstraint:
         reply = text[opened:]
         known: list[str | None] = [None] * len(self.levels)
         if self.belief:
-            known = self._stated_belief(text[:opened]) or known
+            known = _stated_belief(text[:opened], self.levels) or known
         first_string = _OPEN_PLAN_OR_REPLY.search(text)
         known = self._told(known, text[first_string.end() if first_string else opened :])
         out, kept = self._ruled_out(known, self._open_slot(reply))
@@ -613,6 +610,88 @@ class ReplyBranchConstraint:
         head = _name_head(reply, (*out, *kept))
         banned = _off_branch_tokens(self.table, out, kept, head, _at_word_start(reply))
         return Excluded(banned) if banned else None
+
+
+def _stated_belief(answer: str, levels: Sequence[str]) -> list[str | None] | None:
+    """The values a defender answer's last belief object states, one per level (None where
+    null); None when there is none or it cannot be read."""
+    stated = [m.group(1) for m in _BELIEF_OBJECT.finditer(answer)]
+    try:
+        belief = json.loads(stated[-1]) if stated else None
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(belief, dict):
+        return None
+    return [v if isinstance(v := belief.get(level), str) else None for level in levels]
+
+
+_OPEN_PLAN = re.compile(r'["\']' + re.escape(DEFENDER_FIELDS[2]) + r'["\']\s*:\s*"')
+
+
+class PlanConstraint:
+    """A defender's plan names, in order, a value of each level its stated belief leaves
+    unknown (see module doc).
+
+    Inside the open `"reflection"` string, after the plan's opener (`PLAN_OPENER`, "I will say",
+    "... and say"), the list of values is read item by item (`plan_item`: "<name> for the
+    <level>", joined by `PLAN_JOINERS`): the i-th item's level is the i-th level the stated
+    belief (`attacker_belief_about_target`) leaves null, a word that opens the item and may
+    start a name (a capital or a digit) must begin one of that level's names, and the name
+    must go on into " for the <level>" of its own level. Lower-case words stay free (the cloud
+    universes' names, "say anything"), and so does the text after an item, which may end the
+    plan or join the next. Which value, true or decoy, stays the model's; a belief that is
+    missing, unreadable or fills every level leaves the plan alone.
+    """
+
+    def __init__(self, table: TokenTable, names_by_level: Mapping[str, Sequence[str]]) -> None:
+        self.table = table
+        self.levels = tuple(names_by_level)
+        self.level_names = {
+            level: tuple(sorted({n for n in names if _name_like(n)}))
+            for level, names in names_by_level.items()
+        }
+
+    def _item(self, lead: str, level: str) -> tuple[Sequence[int] | None, str | None]:
+        """(what may come next inside one item, None when free; the text after the item when it
+        is written whole, else None). `lead` is the text after the opener or joiner."""
+        names = self.level_names[level]
+        if lead in ("", " "):  # the name's first token comes next (space-led after the opener)
+            return Excluded(_off_level_openers(self.table, names, spaced=not lead)) or None, None
+        fragment = lead[1:]
+        if not lead.startswith(" ") or not _starts_word(fragment, 0):
+            return None, None  # a lower-case word or a glued one: not a name
+        items = sorted((plan_item(n, level) for n in names), key=len, reverse=True)
+        whole = next((item for item in items if fragment.startswith(item)), None)
+        if whole is not None and _ends_word(fragment[len(whole) :]):
+            return None, fragment[len(whole) :]
+        remainders = [item[len(fragment) :] for item in items if item.startswith(fragment)]
+        if not remainders:
+            return None, None  # off every item (begun before the rule applied)
+        return self.table.continuing(remainders, _ends_word) or None, None
+
+    def allowed(self, completion_ids: list[int]) -> Sequence[int] | None:
+        if not completion_ids:
+            return None
+        text = self.table.decode(completion_ids)
+        opened = _open_string(text, _OPEN_PLAN)
+        if opened is None:
+            return None
+        plan = text[opened:]
+        openers = list(PLAN_OPENER.finditer(plan))
+        stated = _stated_belief(text[:opened], self.levels) if openers else None
+        if stated is None:
+            return None
+        unknown = [level for level, value in zip(self.levels, stated, strict=True) if value is None]
+        lead = plan[openers[-1].end() :]
+        for index, level in enumerate(unknown):
+            answer, after = self._item(lead, level)
+            if after is None or index == len(unknown) - 1:
+                return answer
+            joiner = next((j for j in PLAN_JOINERS if after.startswith(j)), None)
+            if joiner is None:
+                return None  # the plan ends here, or goes on in its own words
+            lead = after[len(joiner) :]
+        return None
 
 
 def _whole_names_pattern(names: Sequence[str]) -> re.Pattern[str] | None:
@@ -953,6 +1032,7 @@ def answer_rules(
     replies: bool = False,
     branches: bool = False,
     story: bool = False,
+    plans: bool = False,
 ) -> list[TokenConstraint | None]:
     """One constraint per row (None where a row has no options): the answer's format
     (`AnswerFormatConstraint`, which keeps belief values among the names by itself), else the
@@ -960,7 +1040,8 @@ def answer_rules(
     (`ReplyNameConstraint`, over every level's names, each level's own after "<level> is"),
     and/or, in a defender's plan and reply, names on the branch its stated belief allows
     (`branches`) and on the one path its first decoy opens (`story`; `ReplyBranchConstraint`),
-    all applying together (`AllOf`)."""
+    and/or a defender's plan naming a value of each level its belief leaves unknown (`plans`;
+    `PlanConstraint`), all applying together (`AllOf`)."""
     table = token_table(tokenizer)
     rows: list[TokenConstraint | None] = []
     for option in options:
@@ -980,6 +1061,8 @@ def answer_rules(
                         table, list(option.names), option.paths, belief=branches, truth=truth
                     )
                 )
+            if plans and option.role == "defender":
+                rules.append(PlanConstraint(table, option.names))
         rows.append(None if not rules else rules[0] if len(rules) == 1 else AllOf(rules))
     return rows
 
@@ -990,6 +1073,7 @@ CONSTRAINT_FLAGS = (
     "constrain_replies",
     "constrain_branches",
     "constrain_story",
+    "constrain_plan",
 )
 """The switches a backend or generate function carries (each an attribute, default off)."""
 
@@ -1007,7 +1091,7 @@ def generator_rules(
     no options were passed."""
     if options is None:
         return None
-    formats, beliefs, replies, branches, story = (
+    formats, beliefs, replies, branches, story, plans = (
         bool(getattr(generator, f, False)) for f in CONSTRAINT_FLAGS
     )
     return answer_rules(
@@ -1018,4 +1102,5 @@ def generator_rules(
         replies=replies,
         branches=branches,
         story=story,
+        plans=plans,
     )

@@ -358,6 +358,16 @@ class TrainConfig(BaseModel):
         "benchmark's evaluations (policy option constrain_story=true). Transformers rollouts "
         "only.",
     )
+    constrain_plan: bool = _f(
+        False,
+        "Constrained decoding of a TOM-SB defender's plan: after 'I will say' (or '... and "
+        "say') in its reflection, the i-th value listed ('<name> for the <level>') must be a "
+        "name of the i-th level its stated attacker_belief_about_target leaves null, written "
+        "with its own level, so the plan names a real value of each level the attacker does "
+        "not know (agents.llm.constraints.PlanConstraint), in rollouts and in the learning "
+        "benchmark's evaluations (policy option constrain_plan=true). Transformers rollouts "
+        "only.",
+    )
     generation_backend: GenerationBackend = _f(
         "transformers",
         "Engine of the trained policy's rollouts: 'transformers' (the training model itself, "

@@ -34,7 +34,9 @@
   universe's names that a reply writes spelled exactly, and of the level it names ("The team
   is ..."; `ReplyNameConstraint`); `constrain_branches=True` keeps a defender's reflection and
   reply off the names its own stated belief rules out, and `constrain_story=True` on the one
-  path its first decoy opens (`ReplyBranchConstraint`). `LLMPolicy`
+  path its first decoy opens (`ReplyBranchConstraint`); `constrain_plan=True` keeps a
+  defender's plan naming a value of each level its belief leaves unknown, in order
+  (`PlanConstraint`). `LLMPolicy`
   passes each turn's role and names (`answer_options=`, read from the observation) to a backend
   with any of them on. All off by default.
 - `packed_linear=True` (the default) multiplies by linear weights packed once for oneDNN on CPU
@@ -224,6 +226,7 @@ class HFGenerationOptions:
     constrain_replies: bool = False
     constrain_branches: bool = False
     constrain_story: bool = False
+    constrain_plan: bool = False
     packed_linear: bool = True
 
     def __post_init__(self) -> None:
@@ -312,6 +315,7 @@ class HFBackend(TokenizerChatMixin):
         self.constrain_replies = options.constrain_replies
         self.constrain_branches = options.constrain_branches
         self.constrain_story = options.constrain_story
+        self.constrain_plan = options.constrain_plan
         self.stats = BackendStats()
         config = model.config
         self.context_window: int | None = getattr(config, "max_position_embeddings", None)

@@ -126,7 +126,9 @@ def test_a_belief_constraint_reaches_every_model_stage_and_its_own_folders() -> 
     # Every constraint has its own suffix, written in one order whatever order it is named in.
     assert EVAL_FOLDER_SUFFIXES.keys() == set(CONSTRAINT_FLAGS)
     every = TrainConfig.from_dict({flag: True for flag in CONSTRAINT_FLAGS})
-    assert stage_folder("grpo", every, 1) == "eval_grpo_constrained_names_format_branches_story"
+    assert (
+        stage_folder("grpo", every, 1) == "eval_grpo_constrained_names_format_branches_story_plan"
+    )
     assert eval_folder("grpo", 1, constraints=reversed(CONSTRAINT_FLAGS)) == stage_folder(
         "grpo", every, 1
     )
