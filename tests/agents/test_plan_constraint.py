@@ -16,7 +16,6 @@ import json
 from typing import Any
 
 import pytest
-from tomgym.agents.base import Turn
 from tomgym.agents.llm.constraints import (
     AllOf,
     AnswerOptions,
@@ -26,10 +25,10 @@ from tomgym.agents.llm.constraints import (
     answer_rules,
     token_table,
 )
-from tomgym.agents.tomsb_policies import make_scripted_tomsb_policy
 from tomgym.envs.tomsb.benchmark import load_benchmark
-from tomgym.envs.tomsb.env import ATTACKER, DEFENDER, raw_env
 from tomgym.envs.tomsb.universe import Scenario
+
+from tests.agents.test_tomsb_defenders import played
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -63,32 +62,11 @@ def _blocked(tokenizer: Any, rule: Any, prefix: str, text: str) -> int | None:
     return None
 
 
-def _teacher_game(scenario: Scenario) -> list[tuple[dict[str, Any], str]]:
-    """The scripted teacher's (defender observation, raw answer) pairs in one game."""
-    env = raw_env(scenarios=[scenario], max_attacker_turns=7)
-    policies = {
-        ATTACKER: make_scripted_tomsb_policy("base"),
-        DEFENDER: make_scripted_tomsb_policy("tom_heuristic"),
-    }
-    env.reset(seed=0, options={"scenario": scenario, "attacker": "base"})
-    played: list[tuple[dict[str, Any], str]] = []
-    for agent in env.agent_iter():
-        observation, _, terminated, _, _ = env.last()
-        if terminated:
-            env.step(None)
-            continue
-        answer = policies[agent].act_batch([Turn(scenario.scenario_id, agent, observation)])[0]
-        if agent == DEFENDER:
-            played.append((dict(observation), answer))
-        env.step(answer)
-    return played
-
-
 def test_the_teachers_own_answers_pass_every_defender_rule(loaded) -> None:
     _, tokenizer = loaded
     checked_plans = 0
     for scenario in list(load_benchmark(0).split("validation"))[::10]:
-        for observation, answer in _teacher_game(scenario):
+        for observation, answer in played(scenario, "tom_heuristic", "base"):
             options = answer_options(observation)
             rules = answer_rules(
                 tokenizer, [options], beliefs=False, branches=True, story=True, plans=True

@@ -28,15 +28,16 @@ def scenarios() -> list[Scenario]:
     return list(load_benchmark(0).split("validation"))[::4]  # 15 games, all prior levels
 
 
-def answers(scenario: Scenario, defender: str, attacker: str) -> list[dict[str, Any]]:
-    """The defender's answers (decoded) in one game through the env, 8 attacker turns."""
+def played(scenario: Scenario, defender: str, attacker: str) -> list[tuple[dict[str, Any], str]]:
+    """The defender's (observation, answer text) pairs in one game through the env, 8 attacker
+    turns."""
     env = raw_env(scenarios=[scenario], max_attacker_turns=8)
     policies = {
         ATTACKER: make_scripted_tomsb_policy(attacker),
         DEFENDER: make_scripted_tomsb_policy(defender),
     }
     env.reset(seed=0, options={"scenario": scenario, "attacker": attacker})
-    out: list[dict[str, Any]] = []
+    out: list[tuple[dict[str, Any], str]] = []
     for agent in env.agent_iter():
         obs, _, terminated, _, _ = env.last()
         if terminated:
@@ -44,9 +45,14 @@ def answers(scenario: Scenario, defender: str, attacker: str) -> list[dict[str, 
             continue
         answer = policies[agent].act_batch([Turn(scenario.scenario_id, agent, obs)])[0]
         if agent == DEFENDER:
-            out.append(json.loads(answer))
+            out.append((dict(obs), answer))
         env.step(answer)
     return out
+
+
+def answers(scenario: Scenario, defender: str, attacker: str) -> list[dict[str, Any]]:
+    """The defender's answers (decoded) in one game through the env, 8 attacker turns."""
+    return [json.loads(answer) for _, answer in played(scenario, defender, attacker)]
 
 
 @pytest.fixture(scope="module")
