@@ -88,15 +88,20 @@ _DOUBT = re.compile(
 )
 
 
+_LIST_SEPARATOR, _LIST_LAST = ", ", " and "
+
+
 def _join(items: Sequence[str]) -> str:
     """'a', 'a and b', 'a, b and c'."""
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    if len(items) == 1:
+        return items[0]
+    return _LIST_SEPARATOR.join(items[:-1]) + _LIST_LAST + items[-1]
 
 
 PLAN_OPENER = re.compile(r"\b(?:will|and) say\b")
 """Where a plan's list of values begins ("I will say ...", "I will confirm it and say ..."),
 not "before I say anything"."""
-PLAN_JOINERS = (" and", ",")
+PLAN_JOINERS = (_LIST_LAST.rstrip(), _LIST_SEPARATOR.rstrip())
 """What joins two values of a plan's list (`_join`), before the space of the next one."""
 
 

@@ -650,6 +650,11 @@ class PlanConstraint:
             level: tuple(sorted({n for n in names if _name_like(n)}))
             for level, names in names_by_level.items()
         }
+        # Each level's items, longest first so a whole item is read before one it begins.
+        self.level_items = {
+            level: sorted((plan_item(n, level) for n in names), key=len, reverse=True)
+            for level, names in self.level_names.items()
+        }
 
     def _item(self, lead: str, level: str) -> tuple[Sequence[int] | None, str | None]:
         """(what may come next inside one item, None when free; the text after the item when it
@@ -660,7 +665,7 @@ class PlanConstraint:
         fragment = lead[1:]
         if not lead.startswith(" ") or not _starts_word(fragment, 0):
             return None, None  # a lower-case word or a glued one: not a name
-        items = sorted((plan_item(n, level) for n in names), key=len, reverse=True)
+        items = self.level_items[level]
         whole = next((item for item in items if fragment.startswith(item)), None)
         if whole is not None and _ends_word(fragment[len(whole) :]):
             return None, fragment[len(whole) :]
