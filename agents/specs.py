@@ -73,6 +73,7 @@ BACKEND_OPTION_TYPES: dict[str, dict[str, type]] = {
         "constrain_branches": bool,
         "constrain_story": bool,
         "constrain_plan": bool,
+        "constrain_asked": bool,
         "packed_linear": bool,
     },
     "vllm": {

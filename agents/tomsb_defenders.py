@@ -122,24 +122,25 @@ class AttackerMessage:
 
 
 def read_attacker_message(text: str, universe: Universe, matcher: NameMatcher) -> AttackerMessage:
+    mentions = [(m.depth, m.name) for m in matcher.find(text) if not m.negated]
+    return AttackerMessage(asked_depth(text, universe.levels), mentions)
+
+
+def asked_depth(text: str, levels: Sequence[str]) -> int | None:
+    """The depth of the level an attacker message asks for (`levels` top first), None when it
+    asks for none: the first level named within three words after "which"/"what" ("which
+    division does the NLP team sit in" asks for the division even though a team is named too)."""
     tokens = cached_normalise(text).split()
-    level_words = [cached_normalise(level).split() for level in universe.levels]
-    asked: int | None = None
-    # The first level named within three words after "which"/"what" ("which division does the
-    # NLP team sit in" asks for the division even though a team is named too).
+    level_words = [cached_normalise(level).split() for level in levels]
     for i, token in enumerate(tokens):
-        if token not in ("which", "what") or asked is not None:
+        if token not in ("which", "what"):
             continue
         for j in range(i + 1, min(i + 4, len(tokens))):
             for depth, words in enumerate(level_words):
                 got = tokens[j : j + len(words)]
                 if got[:-1] == words[:-1] and got and got[-1] in _plural_forms(words[-1]):
-                    asked = depth
-                    break
-            if asked is not None:
-                break
-    mentions = [(m.depth, m.name) for m in matcher.find(text) if not m.negated]
-    return AttackerMessage(asked, mentions)
+                    return depth
+    return None
 
 
 def _plural_forms(word: str) -> set[str]:

@@ -69,6 +69,12 @@ Contract:
   value ("say Accounting for the desk") and 8 on one that named a value of another level ("9th
   Artillery Brigade for the battalion"), and its reply then said what the plan said.
   Lower-case words stay free ("before I say anything"; the cloud universes' names).
+- `ReplyLevelConstraint` (`constrain_asked`) holds a defender's reply to the level the
+  attacker's last message asks for (`AnswerOptions.asked`, read by the scripted defenders' own
+  `asked_depth`): until it names a value of that level or below, it may not open a name of a
+  level above ("School of Architecture, as far as I know" to "what department would that be?",
+  turn after turn, until the turn limit: with every other rule on, 13 of the levels-1-2 warm
+  start's 22 lost validation games, and none of its 18 wins, had such a reply).
 - `AnswerFormatConstraint` keeps the whole answer inside its role's template
   (`answer_template`, written by the protocol's own encoder `answer_defender` /
   `answer_attacker` with a marker in each slot): one JSON object, the encoder's keys in order
@@ -111,7 +117,7 @@ from functools import cached_property, lru_cache
 from typing import Any, Protocol
 from weakref import WeakKeyDictionary
 
-from tomgym.agents.tomsb_defenders import PLAN_JOINERS, PLAN_OPENER, plan_item
+from tomgym.agents.tomsb_defenders import PLAN_JOINERS, PLAN_OPENER, asked_depth, plan_item
 from tomgym.envs.tomsb.game import MAX_TRUST, SIGNALS
 from tomgym.envs.tomsb.parsing import (
     ATTACKER_FIELDS,
@@ -612,6 +618,49 @@ class ReplyBranchConstraint:
         return Excluded(banned) if banned else None
 
 
+class ReplyLevelConstraint:
+    """A defender's reply answers the level the attacker asks for (see module doc).
+
+    Inside the open `"reply"` string, until a name of the asked level (`AnswerOptions.asked`)
+    or of a level below it has been written whole, no word may open, or carry on into, a name of
+    a level above it, unless it is also the beginning of a name of the asked level or below or
+    of a sentence word. Once the reply has answered, the rest is free ("Corporate Law, in the
+    School of Law"). Which name, true or decoy, stays the model's; names written in lower case
+    are left alone, as by the other reply rules.
+    """
+
+    def __init__(
+        self, table: TokenTable, names_by_level: Mapping[str, Sequence[str]], asked: int
+    ) -> None:
+        self.table = table
+        levels = list(names_by_level)
+
+        def named(depths: Sequence[str]) -> tuple[str, ...]:
+            return tuple(
+                sorted({n for lvl in depths for n in names_by_level[lvl] if _name_like(n)})
+            )
+
+        self.above = named(levels[:asked])
+        self.answering = named(levels[asked:])
+        self._answered = _whole_names_pattern(self.answering)
+
+    def allowed(self, completion_ids: list[int]) -> Sequence[int] | None:
+        if not completion_ids or not self.above:
+            return None
+        text = self.table.decode(completion_ids)
+        opened = _open_string(text, _OPEN_REPLY)
+        if opened is None:
+            return None
+        reply = text[opened:]
+        if self._answered is not None and self._answered.search(reply):
+            return None
+        head = _name_head(reply, (*self.above, *self.answering))
+        banned = _off_branch_tokens(
+            self.table, self.above, self.answering, head, _at_word_start(reply)
+        )
+        return Excluded(banned) if banned else None
+
+
 def _stated_belief(answer: str, levels: Sequence[str]) -> list[str | None] | None:
     """The values a defender answer's last belief object states, one per level (None where
     null); None when there is none or it cannot be read."""
@@ -820,6 +869,10 @@ class AnswerOptions:
     truth: tuple[str, ...] = ()
     """The secret's true path, top level first, where the role knows it (a defender's view
     holds `ground_truth`); empty otherwise."""
+    asked: int | None = None
+    """The depth of the level the other side's last message asks for ("which college ..."),
+    read as the scripted defenders read it (`agents.tomsb_defenders.asked_depth`); None when it
+    asks for none."""
 
     def key(self) -> tuple[Any, ...]:
         return (self.role, tuple((level, tuple(n)) for level, n in self.names.items()))
@@ -840,7 +893,8 @@ def answer_options(observation: Mapping[str, Any]) -> AnswerOptions | None:
     truth = view.get("ground_truth")
     leaf = truth.get(universe.levels[-1]) if isinstance(truth, dict) else None
     secret = paths.get(leaf, ()) if isinstance(leaf, str) else ()
-    return AnswerOptions(role_from_observation(observation), names, paths, secret)
+    asked = asked_depth(str(observation.get("last_message") or ""), universe.levels)
+    return AnswerOptions(role_from_observation(observation), names, paths, secret, asked)
 
 
 def answer_template(role: str, names: Mapping[str, Sequence[str]]) -> tuple[_Part, ...]:
@@ -1038,6 +1092,7 @@ def answer_rules(
     branches: bool = False,
     story: bool = False,
     plans: bool = False,
+    asked: bool = False,
 ) -> list[TokenConstraint | None]:
     """One constraint per row (None where a row has no options): the answer's format
     (`AnswerFormatConstraint`, which keeps belief values among the names by itself), else the
@@ -1046,7 +1101,8 @@ def answer_rules(
     and/or, in a defender's plan and reply, names on the branch its stated belief allows
     (`branches`) and on the one path its first decoy opens (`story`; `ReplyBranchConstraint`),
     and/or a defender's plan naming a value of each level its belief leaves unknown (`plans`;
-    `PlanConstraint`), all applying together (`AllOf`)."""
+    `PlanConstraint`), and/or a defender's reply answering the level the attacker asks for
+    (`asked`; `ReplyLevelConstraint`), all applying together (`AllOf`)."""
     table = token_table(tokenizer)
     rows: list[TokenConstraint | None] = []
     for option in options:
@@ -1068,6 +1124,8 @@ def answer_rules(
                 )
             if plans and option.role == "defender":
                 rules.append(PlanConstraint(table, option.names))
+            if asked and option.role == "defender" and option.asked is not None:
+                rules.append(ReplyLevelConstraint(table, option.names, option.asked))
         rows.append(None if not rules else rules[0] if len(rules) == 1 else AllOf(rules))
     return rows
 
@@ -1079,6 +1137,7 @@ CONSTRAINT_FLAGS = (
     "constrain_branches",
     "constrain_story",
     "constrain_plan",
+    "constrain_asked",
 )
 """The switches a backend or generate function carries (each an attribute, default off)."""
 
@@ -1096,7 +1155,7 @@ def generator_rules(
     no options were passed."""
     if options is None:
         return None
-    formats, beliefs, replies, branches, story, plans = (
+    formats, beliefs, replies, branches, story, plans, asked = (
         bool(getattr(generator, f, False)) for f in CONSTRAINT_FLAGS
     )
     return answer_rules(
@@ -1108,4 +1167,5 @@ def generator_rules(
         branches=branches,
         story=story,
         plans=plans,
+        asked=asked,
     )

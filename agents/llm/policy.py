@@ -21,12 +21,14 @@ Contract (agents.base.Policy):
 - Sampling is reproducible: every backend call gets a seed derived from `seed` and a per-policy
   call counter.
 - Answer constraints: a backend with `constrain_format`, `constrain_beliefs`,
-  `constrain_replies`, `constrain_branches`, `constrain_story` or `constrain_plan` on (HF, `constrain_format=true`, ...) gets each
-  turn's TOM-SB role and names per level (`agents.llm.constraints.answer_options`; None for other games) as
+  `constrain_replies`, `constrain_branches`, `constrain_story`, `constrain_plan` or
+  `constrain_asked` on (HF, `constrain_format=true`, ...) gets each turn's TOM-SB role and
+  names per level (`agents.llm.constraints.answer_options`; None for other games) as
   `answer_options=`, and keeps the answer inside its protocol template, its belief values
   inside the names, the names its reply writes spelled exactly, or a defender's reply off the
   names its stated belief rules out, or on the one path its first decoy opens, or a
-  defender's plan naming a value of each level its belief leaves unknown.
+  defender's plan naming a value of each level its belief leaves unknown, or its reply
+  answering the level the attacker asks for.
 - KV-cache reuse: a backend with `accepts_conversation_keys` (the HF backend, `kv_cache=true` by
   default) gets `keys=[(game_id, agent), ...]` (None for stateless turns), so each turn prefills
   only its new tokens; `reset(game_id)` drops that game's cached conversations.

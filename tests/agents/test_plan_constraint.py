@@ -2,7 +2,7 @@
 (`PlanConstraint`, `constrain_plan`).
 
 Covers: the scripted teacher's own answers (what the warm start imitates) pass every token
-through the plan, story and branch rules together (the plan's phrase has one owner,
+through the plan, story, branch and asked-level rules together (the plan's phrase has one owner,
 `agents.tomsb_defenders.plan_item`); the plans of lost games of the levels-1-2 warm start are cut
 where they left the game ("say Accounting for the desk", not a desk; "9th Artillery Brigade for
 the battalion", a brigade), and a name must go on into its own level; the probe's "before I say
@@ -69,9 +69,15 @@ def test_the_teachers_own_answers_pass_every_defender_rule(loaded) -> None:
         for observation, answer in played(scenario, "tom_heuristic", "base"):
             options = answer_options(observation)
             rules = answer_rules(
-                tokenizer, [options], beliefs=False, branches=True, story=True, plans=True
+                tokenizer,
+                [options],
+                beliefs=False,
+                branches=True,
+                story=True,
+                plans=True,
+                asked=True,
             )[0]
-            assert isinstance(rules, AllOf) and len(rules.rules) == 2
+            assert isinstance(rules, AllOf) and len(rules.rules) >= 2
             assert _blocked(tokenizer, rules, "", answer) is None, (scenario.scenario_id, answer)
             checked_plans += " say " in answer and "say anything" not in answer
     assert checked_plans >= 6

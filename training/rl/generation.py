@@ -17,12 +17,13 @@ play, evaluation and training sample one way:
   (`agents.llm.kv_cache.repeating_tail`); it comes back without EOS,
   `finish_reason="repetition"`, and the trained policy treats it as a capped turn.
 - `constrain_format`, `constrain_beliefs`, `constrain_replies`, `constrain_branches`,
-  `constrain_story`, `constrain_plan`: the generate function declares them, and the trained
-  policy passes each context's TOM-SB role and names per level as `answer_options=` (None for
-  other games): the answer stays inside its protocol template, or only its belief values
-  inside the universe's names, and/or the names written in the reply are spelled exactly,
-  and/or on the branch the defender's stated belief allows, and/or on the one path its first
-  decoy opens, and/or the plan names a value of each level the belief leaves unknown
+  `constrain_story`, `constrain_plan`, `constrain_asked`: the generate function declares
+  them, and the trained policy passes each context's TOM-SB role and names per level as
+  `answer_options=` (None for other games): the answer stays inside its protocol template, or
+  only its belief values inside the universe's names, and/or the names written in the reply
+  are spelled exactly, and/or on the branch the defender's stated belief allows, and/or on the
+  one path its first decoy opens, and/or the plan names a value of each level the belief
+  leaves unknown, and/or the reply answers the level the attacker asks for
   (`agents.llm.constraints`).
 - Log-probs are those of the distribution the tokens were drawn from when `top_p == 1` and
   `top_k == 0`: `log_softmax(logits / temperature)` (greedy: temperature 1), which is what the
@@ -92,6 +93,7 @@ class HFGenerateFn:
         constrain_branches: bool = False,
         constrain_story: bool = False,
         constrain_plan: bool = False,
+        constrain_asked: bool = False,
         packed_linear: bool = True,
     ) -> None:
         from tomgym.agents.llm.kv_cache import CachedGenerator
@@ -111,6 +113,7 @@ class HFGenerateFn:
         self.constrain_branches = bool(constrain_branches)
         self.constrain_story = bool(constrain_story)
         self.constrain_plan = bool(constrain_plan)
+        self.constrain_asked = bool(constrain_asked)
         self.tokenizer = tokenizer
         self.engine = CachedGenerator(
             model,

@@ -315,6 +315,7 @@ EVAL_FOLDER_SUFFIXES = {
     "constrain_branches": "_branches",
     "constrain_story": "_story",
     "constrain_plan": "_plan",
+    "constrain_asked": "_asked",
 }
 """Per answer constraint (`CONSTRAINT_FLAGS`), the suffix it adds to the folder name of an
 evaluation run with it on; written in this order (the names cached evaluations already carry)."""

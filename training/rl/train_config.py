@@ -368,6 +368,15 @@ class TrainConfig(BaseModel):
         "benchmark's evaluations (policy option constrain_plan=true). Transformers rollouts "
         "only.",
     )
+    constrain_asked: bool = _f(
+        False,
+        "Constrained decoding of a TOM-SB defender's reply to the level the attacker's last "
+        "message asks for ('which department ...', read as the scripted defenders read it): "
+        "until the reply has written a name of that level or below, it may not name a level "
+        "above it (the college again when the department is asked), in rollouts and in the "
+        "learning benchmark's evaluations (policy option constrain_asked=true; "
+        "agents.llm.constraints.ReplyLevelConstraint). Transformers rollouts only.",
+    )
     generation_backend: GenerationBackend = _f(
         "transformers",
         "Engine of the trained policy's rollouts: 'transformers' (the training model itself, "

@@ -36,7 +36,8 @@
   reply off the names its own stated belief rules out, and `constrain_story=True` on the one
   path its first decoy opens (`ReplyBranchConstraint`); `constrain_plan=True` keeps a
   defender's plan naming a value of each level its belief leaves unknown, in order
-  (`PlanConstraint`). `LLMPolicy`
+  (`PlanConstraint`); `constrain_asked=True` keeps a defender's reply answering the level the
+  attacker asks for (`ReplyLevelConstraint`). `LLMPolicy`
   passes each turn's role and names (`answer_options=`, read from the observation) to a backend
   with any of them on. All off by default.
 - `packed_linear=True` (the default) multiplies by linear weights packed once for oneDNN on CPU
@@ -227,6 +228,7 @@ class HFGenerationOptions:
     constrain_branches: bool = False
     constrain_story: bool = False
     constrain_plan: bool = False
+    constrain_asked: bool = False
     packed_linear: bool = True
 
     def __post_init__(self) -> None:
@@ -316,6 +318,7 @@ class HFBackend(TokenizerChatMixin):
         self.constrain_branches = options.constrain_branches
         self.constrain_story = options.constrain_story
         self.constrain_plan = options.constrain_plan
+        self.constrain_asked = options.constrain_asked
         self.stats = BackendStats()
         config = model.config
         self.context_window: int | None = getattr(config, "max_position_embeddings", None)
