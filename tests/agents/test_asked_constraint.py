@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from tomgym.agents.llm.constraints import (
     AnswerOptions,
-    Excluded,
     ReplyLevelConstraint,
     answer_options,
     answer_rules,
@@ -30,6 +29,7 @@ from tomgym.agents.tomsb_defenders import asked_depth
 from tomgym.envs.tomsb import attackers
 from tomgym.envs.tomsb.benchmark import load_benchmark
 
+from tests.agents.test_plan_constraint import _blocked
 from tests.agents.test_tomsb_defenders import played
 
 pytest.importorskip("torch")
@@ -84,18 +84,6 @@ def _reply_rule(tokenizer: Any, asked: int = 2) -> tuple[ReplyLevelConstraint, d
     universe = load_benchmark(0).by_id(SCENARIO).universe
     names = {level: list(universe.nodes(d)) for d, level in enumerate(universe.levels)}
     return ReplyLevelConstraint(token_table(tokenizer), names, asked), names
-
-
-def _blocked(tokenizer: Any, rule: Any, prefix: str, text: str) -> int | None:
-    ids = tokenizer.encode(prefix)
-    for index, token in enumerate(tokenizer.encode(text)):
-        answer = rule.allowed(ids)
-        if answer is not None and (
-            token in set(answer) if isinstance(answer, Excluded) else token not in set(answer)
-        ):
-            return index
-        ids = [*ids, token]
-    return None
 
 
 REPLY = '{"reflection": "I will say it.", "reply": "'
