@@ -127,7 +127,8 @@ def test_a_belief_constraint_reaches_every_model_stage_and_its_own_folders() -> 
     assert EVAL_FOLDER_SUFFIXES.keys() == set(CONSTRAINT_FLAGS)
     every = TrainConfig.from_dict({flag: True for flag in CONSTRAINT_FLAGS})
     assert (
-        stage_folder("grpo", every, 1) == "eval_grpo_constrained_names_format_branches_story_plan"
+        stage_folder("grpo", every, 1)
+        == "eval_grpo_constrained_names_format_branches_story_plan_asked"
     )
     assert eval_folder("grpo", 1, constraints=reversed(CONSTRAINT_FLAGS)) == stage_folder(
         "grpo", every, 1
