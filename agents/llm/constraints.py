@@ -635,10 +635,8 @@ class ReplyLevelConstraint:
         self.table = table
         levels = list(names_by_level)
 
-        def named(depths: Sequence[str]) -> tuple[str, ...]:
-            return tuple(
-                sorted({n for lvl in depths for n in names_by_level[lvl] if _name_like(n)})
-            )
+        def named(some: Sequence[str]) -> tuple[str, ...]:  # the name-like names of `some` levels
+            return tuple(sorted({n for lvl in some for n in names_by_level[lvl] if _name_like(n)}))
 
         self.above = named(levels[:asked])
         self.answering = named(levels[asked:])
