@@ -640,6 +640,7 @@ class ReplyLevelConstraint:
 
         self.above = named(levels[:asked])
         self.answering = named(levels[asked:])
+        self._every = (*self.above, *self.answering)
         self._answered = _whole_names_pattern(self.answering)
 
     def allowed(self, completion_ids: list[int]) -> Sequence[int] | None:
@@ -652,7 +653,7 @@ class ReplyLevelConstraint:
         reply = text[opened:]
         if self._answered is not None and self._answered.search(reply):
             return None
-        head = _name_head(reply, (*self.above, *self.answering))
+        head = _name_head(reply, self._every)
         banned = _off_branch_tokens(
             self.table, self.above, self.answering, head, _at_word_start(reply)
         )

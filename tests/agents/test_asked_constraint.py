@@ -6,10 +6,10 @@ question the scripted attackers ask is read as the level it was written for, whi
 confirmations, bluffs and reveals ask for none; the lost game's reply (the college again when
 the attacker asked for the department) is cut at the college's first token, while a department,
 a sentence word before it, and the college after the department stay free, and the plan is
-not read; `answer_options`
-reads the asked level from the observation's `last_message`; `answer_rules(asked=True)` adds the
-rule for a defender that is asked a level below the top only; the scripted teacher's own answers
-pass it (with every other defender rule too: tests/agents/test_plan_constraint.py).
+not read; `answer_options` reads the asked level from the observation's `last_message`;
+`answer_rules(asked=True)` adds the rule for a defender that is asked a level below the top
+only; the scripted teacher's own answers pass it (with every other defender rule too:
+tests/agents/test_plan_constraint.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from tomgym.agents.tomsb_defenders import asked_depth
 from tomgym.envs.tomsb import attackers
 from tomgym.envs.tomsb.benchmark import load_benchmark
 
-from tests.agents.test_plan_constraint import _blocked
+from tests.agents.test_plan_constraint import _blocked, _names, _scenario
 from tests.agents.test_tomsb_defenders import played
 
 pytest.importorskip("torch")
@@ -81,8 +81,7 @@ COLLEGE = "School of Architecture"  # decoy college, said again when the departm
 
 
 def _reply_rule(tokenizer: Any, asked: int = 2) -> tuple[ReplyLevelConstraint, dict]:
-    universe = load_benchmark(0).by_id(SCENARIO).universe
-    names = {level: list(universe.nodes(d)) for d, level in enumerate(universe.levels)}
+    names = _names(_scenario(SCENARIO))
     return ReplyLevelConstraint(token_table(tokenizer), names, asked), names
 
 
@@ -109,14 +108,14 @@ def test_the_reply_answers_the_level_asked(loaded) -> None:
 
 def test_answer_options_read_the_level_asked_and_rules_follow_it(loaded) -> None:
     _, tokenizer = loaded
-    scenario = load_benchmark(0).by_id(SCENARIO)
+    scenario = _scenario(SCENARIO)
     observation, _ = played(scenario, "tom_heuristic", "base")[0]
     for message, depth in (("Which department in School of Law is she in?", 2), ("Hi", None)):
         options = answer_options({**observation, "last_message": message})
         assert options is not None and options.asked == depth
         rules = answer_rules(tokenizer, [options], beliefs=False, asked=True)
         assert isinstance(rules[0], ReplyLevelConstraint) == (depth is not None)
-    names = {level: list(scenario.universe.nodes(d)) for d, level in enumerate(LEVELS)}
+    names = _names(scenario)
     attacker = AnswerOptions("attacker", names, asked=2)
     top = AnswerOptions("defender", names, asked=0)
     assert answer_rules(tokenizer, [attacker], beliefs=False, asked=True) == [None]

@@ -77,7 +77,9 @@ def test_the_teachers_own_answers_pass_every_defender_rule(loaded) -> None:
                 plans=True,
                 asked=True,
             )[0]
-            assert isinstance(rules, AllOf) and len(rules.rules) >= 2
+            # Plan and branch rules on every turn; the asked-level rule where a level is asked.
+            assert isinstance(rules, AllOf)
+            assert len(rules.rules) == (2 if options.asked is None else 3)
             assert _blocked(tokenizer, rules, "", answer) is None, (scenario.scenario_id, answer)
             checked_plans += " say " in answer and "say anything" not in answer
     assert checked_plans >= 6
